@@ -1,0 +1,1 @@
+"""Pipeline steps: one package per step, each with a plain `run(config, paths) -> result`."""

@@ -1,0 +1,272 @@
+"""Typed configuration, loaded once: YAML file, then environment, then explicit overrides.
+
+Why three layers: the YAML file (`conf/params.yaml`) is the one params file a team reviews;
+environment variables (`RECO__TRAIN__WORKERS=4`) let a deployment change a value without a
+commit; explicit overrides are what an Airflow run's form passes. Every error names the
+dotted key, the value and what was expected, so a typo in a 2 a.m. backfill is obvious.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "params.yaml"
+ENV_PREFIX = "RECO__"
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, mistyped or out of range; the message names the key."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    raw_root: Path = PROJECT_ROOT / "var" / "data"
+    artifact_root: Path = PROJECT_ROOT / "var" / "artifacts"
+    staging_root: Path = PROJECT_ROOT / "var" / "ssd"        # the training hosts' local SSD
+    serving_base: Path = PROJECT_ROOT / "var" / "serving"    # TF Serving's model base dir
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    train_days: int = 3           # N days before the run date D are the training window
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    users: int = 2000
+    items: int = 1000
+    events_per_day: int = 4000
+    ctr: float = 0.12
+    seed: int = 7
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    runner: str = "DirectRunner"
+    direct_num_workers: int = 0          # 0 = one per core
+    beam_args: tuple[str, ...] = ()      # passed through to PipelineOptions
+    max_rejected_fraction: float = 0.01
+    max_label_rate_drift: float = 0.5    # |today/yesterday - 1| above this fails
+    warn_label_rate_drift: float = 0.2
+    max_row_count_drift: float = 0.8
+    warn_row_count_drift: float = 0.3
+    readers_per_worker: int = 2          # shards = workers x readers_per_worker x shard_multiple
+    shard_multiple: int = 2
+    compression: str = ""                # "" or "GZIP"; uncompressed is 5x faster to read here
+    side_input_max_items: int = 200_000  # catalog joined as side input up to this size
+    staging_keep_runs: int = 2           # staged runs kept on local SSD per date
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    title_len: int = 20
+    title_vocab_size: int = 50_000
+    history_len: int = 50
+    item_vocab_size: int = 100_000
+    oov_buckets: int = 10
+    embedding_dim: int = 128
+    lstm_units: int = 64
+    image_units: tuple[int, ...] = (128, 64)
+    hidden_units: int = 256
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    workers: int = 2
+    epochs: int = 2
+    batch_size_per_replica: int = 256
+    learning_rate: float = 0.001         # per replica; scaled linearly by replicas
+    clip_norm: float = 5.0
+    mixed_precision: bool = False        # used only when GPUs are present
+    backend: str = "local"               # "local" processes or "kubernetes" pods
+    startup_timeout_s: float = 120.0     # peers that never arrive fail the gang
+    kill_grace_s: float = 5.0            # SIGTERM -> SIGKILL escalation
+    timeout_s: float = 3600.0
+    image: str = "reco-worker:latest"    # container image for the kubernetes backend
+    namespace: str = "default"
+    gpus_per_worker: int = 0
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    min_auc: Optional[float] = 0.55
+    max_log_loss: Optional[float] = None
+    max_auc_drop: Optional[float] = 0.01     # candidate AUC may be at most this below baseline
+    slices: tuple[str, ...] = ("category", "platform")
+    min_slice_size: int = 100
+    bootstrap_samples: int = 200
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    model_name: str = "recommender"
+    keep_versions: int = 5
+    allow_backfill: bool = False     # a run older than the served model's data never serves
+    tflite: bool = False
+    warmup_requests: int = 8
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    cron: str = "0 2 * * *"
+    timezone: str = "UTC"
+    training_pool: str = "training"
+    training_pool_slots: int = 1
+    retries: int = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    window: WindowConfig = field(default_factory=WindowConfig)
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    preprocess: PreprocessConfig = field(default_factory=PreprocessConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    push: PushConfig = field(default_factory=PushConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON/YAML-able dict (paths as strings) that `from_dict` reads back."""
+        return _plain(dataclasses.asdict(self))
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
+        """A copy with dotted-key overrides applied and validated (e.g. {"train.workers": 4})."""
+        tree = self.to_dict()
+        _apply_dotted(tree, overrides, origin="override")
+        return from_dict(tree)
+
+
+# Range checks: dotted key -> (predicate, what was expected).
+_CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
+    "window.train_days": (lambda v: v >= 1, "an int >= 1 (days)"),
+    "train.workers": (lambda v: v >= 1, "an int >= 1"),
+    "train.epochs": (lambda v: v >= 1, "an int >= 1"),
+    "train.batch_size_per_replica": (lambda v: v >= 1, "an int >= 1"),
+    "train.learning_rate": (lambda v: v > 0, "a float > 0"),
+    "train.clip_norm": (lambda v: v > 0, "a float > 0"),
+    "train.backend": (lambda v: v in ("local", "kubernetes"), "'local' or 'kubernetes'"),
+    "train.gpus_per_worker": (lambda v: v >= 0, "an int >= 0"),
+    "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
+    "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
+    "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
+    "preprocess.shard_multiple": (lambda v: v >= 1, "an int >= 1"),
+    "generator.ctr": (lambda v: 0 < v < 1, "a rate in (0, 1)"),
+    "eval.min_auc": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
+    "eval.max_auc_drop": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
+    "eval.max_log_loss": (lambda v: v is None or v > 0, "null or a float > 0"),
+    "push.keep_versions": (lambda v: v >= 2, "an int >= 2 (served + previous)"),
+}
+
+
+def load_config(
+    path: Optional[os.PathLike | str] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    env: Optional[Mapping[str, str]] = None,
+) -> Config:
+    """Load `path` (default conf/params.yaml), then RECO__SECTION__KEY env vars, then overrides."""
+    path = Path(path) if path else DEFAULT_CONFIG_FILE
+    tree = Config().to_dict()
+    if path.exists():
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of sections, got {type(loaded).__name__}")
+        _merge(tree, loaded, prefix="", origin=str(path))
+    elif path != DEFAULT_CONFIG_FILE:
+        raise ConfigError(f"config file {path} does not exist")
+    env_overrides = {
+        key[len(ENV_PREFIX):].lower().replace("__", "."): yaml.safe_load(value)
+        for key, value in (os.environ if env is None else env).items()
+        if key.startswith(ENV_PREFIX)
+    }
+    _apply_dotted(tree, env_overrides, origin="environment")
+    _apply_dotted(tree, overrides or {}, origin="override")
+    return from_dict(tree)
+
+
+def from_dict(tree: Mapping[str, Any]) -> Config:
+    """Build and validate a Config from a nested dict (as written by `to_dict`)."""
+    sections = {}
+    for f in dataclasses.fields(Config):
+        sections[f.name] = _build_section(f.name, f.default_factory, tree.get(f.name, {}))
+    unknown = set(tree) - set(sections)
+    if unknown:
+        raise ConfigError(f"unknown config section(s) {sorted(unknown)}; expected one of {sorted(sections)}")
+    return Config(**sections)
+
+
+def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in values.items():
+        dotted = f"{name}.{key}"
+        if key not in hints:
+            raise ConfigError(f"unknown config key {dotted!r}; {name} has {sorted(hints)}")
+        kwargs[key] = _coerce(dotted, value, hints[key])
+        check = _CHECKS.get(dotted)
+        if check and not check[0](kwargs[key]):
+            raise ConfigError(f"{dotted}: got {value!r}, expected {check[1]}")
+    return cls(**kwargs)
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Check `value` against a field's type hint; ints widen to float, lists become tuples."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:  # Optional[X]
+        if value is None:
+            return None
+        return _coerce(key, value, next(a for a in args if a is not type(None)))
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: got {value!r}, expected a list")
+        return tuple(_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value))
+    if hint is Path:
+        if not isinstance(value, (str, Path)):
+            raise ConfigError(f"{key}: got {value!r}, expected a path string")
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else PROJECT_ROOT / p
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float) and isinstance(value, bool) or not isinstance(value, hint):
+        raise ConfigError(f"{key}: got {value!r} ({type(value).__name__}), expected {hint.__name__}")
+    return value
+
+
+def _merge(tree: dict, loaded: Mapping[str, Any], prefix: str, origin: str) -> None:
+    for key, value in loaded.items():
+        dotted = f"{prefix}{key}"
+        if key not in tree:
+            raise ConfigError(f"{origin}: unknown config key {dotted!r}")
+        if isinstance(tree[key], dict):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{origin}: {dotted} must be a mapping, got {value!r}")
+            _merge(tree[key], value, f"{dotted}.", origin)
+        else:
+            tree[key] = value
+
+
+def _apply_dotted(tree: dict, overrides: Mapping[str, Any], origin: str) -> None:
+    for dotted, value in overrides.items():
+        section, _, key = dotted.partition(".")
+        if section not in tree or not key or key not in tree[section]:
+            raise ConfigError(f"{origin}: unknown config key {dotted!r}")
+        tree[section][key] = value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value

@@ -1,0 +1,80 @@
+"""Small filesystem helpers for atomic publishing: readers see all of a thing or none of it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fsync_tree(root: Path) -> None:
+    """Flush every file and directory under `root` so a rename publishes durable bytes."""
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_sibling(final: Path, tag: str = "tmp") -> Path:
+    """A hidden temp path beside `final` (same filesystem, so rename is atomic)."""
+    return final.parent / f".{final.name}.{tag}-{uuid.uuid4().hex[:8]}"
+
+
+def publish_dir(tmp: Path, final: Path) -> None:
+    """Atomically replace `final` with the complete directory `tmp`.
+
+    The old directory is first renamed aside (rename is atomic), then the new one is renamed
+    in, then the old one is deleted; a crash in between leaves either the old or the new
+    complete directory plus a hidden leftover that `remove_stale_temps` cleans.
+    """
+    fsync_tree(tmp)
+    old = None
+    if final.exists():
+        old = temp_sibling(final, "old")
+        os.rename(final, old)
+    os.rename(tmp, final)
+    fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_stale_temps(parent: Path, name: str) -> list[Path]:
+    """Delete hidden temp/old siblings of `parent/name` left behind by killed runs."""
+    removed = []
+    if parent.exists():
+        for p in parent.glob(f".{name}.*"):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(path)
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

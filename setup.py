@@ -1,0 +1,36 @@
+"""Nightly retraining pipeline for a multimodal CTR recommender on Apache Airflow 3."""
+from setuptools import find_packages, setup
+
+setup(
+    name="reco-nightly",
+    version="0.1.0",
+    description="Nightly retraining of a multimodal CTR recommender: Airflow 3, Beam + tf.Transform, "
+    "multi-worker TensorFlow, TF Serving push.",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*"]),
+    package_data={"": ["*.yaml", "*.html"]},
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tf-keras>=2.21,<2.22",
+        "tensorflow-transform>=1.21,<1.22",
+        "tfx-bsl>=1.21,<1.22",
+        "apache-beam[gcp]>=2.77,<2.78",
+        "apache-airflow>=3.3,<4",
+        "apache-airflow-providers-cncf-kubernetes>=10",
+        "tensorflow-serving-api>=2.19,<2.22",
+        "pyarrow>=18",
+        "numpy>=1.26",
+        "scikit-learn>=1.5",
+        "matplotlib>=3.8",
+        "pyyaml>=6",
+        "psutil>=5.9",
+    ],
+    extras_require={
+        "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.5"],
+    },
+    entry_points={
+        "console_scripts": [
+            "reco-generate-data=pipeline.datagen.cli:main",
+        ],
+    },
+)
