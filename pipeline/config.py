@@ -103,6 +103,7 @@ class EvalConfig:
     min_slice_size: int = 100
     bootstrap_samples: int = 200
     seed: int = 0
+    batch_size: int = 1024           # rows per scoring call through the serving signature
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ class PushConfig:
     keep_versions: int = 5
     allow_backfill: bool = False     # a run older than the served model's data never serves
     tflite: bool = False
-    warmup_requests: int = 8
+    warmup_requests: int = 8         # also the number of eval examples verified after publish
+    verify_tolerance: float = 1e-5   # max |served - evaluated| probability on the same examples
+    verify_timeout_s: float = 300.0  # the fresh verification process
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,10 @@ _CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
     "eval.max_auc_drop": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
     "eval.max_log_loss": (lambda v: v is None or v > 0, "null or a float > 0"),
     "push.keep_versions": (lambda v: v >= 2, "an int >= 2 (served + previous)"),
+    "push.warmup_requests": (lambda v: v >= 1, "an int >= 1"),
+    "push.verify_tolerance": (lambda v: v > 0, "a float > 0"),
+    "eval.batch_size": (lambda v: v >= 1, "an int >= 1"),
+    "eval.bootstrap_samples": (lambda v: v >= 0, "an int >= 0 (0 = no bootstrap)"),
 }
 
 

@@ -1,0 +1,46 @@
+"""The benchmark convention: a flat JSON object of named figures, reference and ratio included."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+log = logging.getLogger("bench")
+
+
+def write_result(name: str, figures: dict[str, float | int | str]) -> Path:
+    """Write bench/results/<name>.json and print the figures as a table."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    record = {**figures, "machine": f"{platform.machine()} {os.cpu_count()} cores", "python": sys.version.split()[0]}
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    width = max(len(k) for k in figures)
+    lines = [f"== {name} =="] + [f"  {k.ljust(width)}  {_fmt(v)}" for k, v in figures.items()]
+    sys.stdout.write("\n".join(lines) + f"\n  -> {path.relative_to(RESULTS_DIR.parent.parent)}\n")
+    return path
+
+
+def median_time(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Median wall seconds of `repeats` calls: these machines are noisy."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def children_peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def _fmt(value: object) -> str:
+    return f"{value:,.3f}" if isinstance(value, float) else str(value)

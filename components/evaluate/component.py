@@ -1,0 +1,171 @@
+"""Evaluation gate: candidate vs the served model on the run date's holdout -> BLESSED or not.
+
+Baseline = the highest integer version under <serving_base>/<model_name>, i.e. what TF
+Serving serves right now, not "the last model this pipeline blessed" (a manual rollback or
+a hand-pushed hotfix would make those differ, and TFX users were bitten by comparing against
+the wrong one). Both models score the same rows, batch by batch, through their raw serving
+signatures. All outputs are built in a temp dir and published with one rename, so a reader
+never sees a BLESSED marker beside another run's metrics.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from components.evaluate import gate, metrics, report
+from components.evaluate.data import EvalBatch, EvalData
+from components.push import layout
+from pipeline import features as F
+from pipeline import fsutil
+from pipeline.config import Config
+from pipeline.paths import RunPaths
+from pipeline.results import EvalResult
+
+log = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.json"
+SAMPLE_FILE = "eval_sample.json"
+REPORT_FILE = "report.html"
+BLESSED, NOT_BLESSED = "BLESSED", "NOT_BLESSED"
+
+
+class EvalError(RuntimeError):
+    """The evaluation could not be carried out (no model, no usable rows, one label class)."""
+
+
+def run(config: Config, paths: RunPaths) -> EvalResult:
+    from components.evaluate.scoring import Scorer
+
+    if not (paths.model_dir / "saved_model.pb").exists():
+        raise EvalError(f"no candidate SavedModel at {paths.model_dir} (did training run?)")
+    base_version = layout.served_version(paths.model_base)
+    base_dir = layout.version_dir(paths.model_base, base_version) if base_version is not None else None
+    log.info("candidate %s; baseline %s", paths.model_dir,
+             f"served version {base_version}" if base_dir else "none (first model)")
+    scorers = {"candidate": Scorer(paths.model_dir)}
+    if base_dir is not None:
+        scorers["baseline"] = Scorer(base_dir)
+
+    data = EvalData(paths, config.eval.slices, config.eval.batch_size)
+    scored = _score(data, scorers, sample_size=max(config.push.warmup_requests, 8))
+    label, users = scored["label"], scored["user"]
+    if not len(label):
+        raise EvalError(f"no usable eval rows for {paths.eval_date}: rejected {dict(data.rejected)}")
+    if label.min() == label.max():
+        raise EvalError(f"eval day {paths.eval_date} has a single label class ({int(label[0])}): "
+                        "AUC is undefined")
+
+    probs = {name: scored[name] for name in scorers}
+    cand = metrics.binary_metrics(label, probs["candidate"])
+    base = metrics.binary_metrics(label, probs["baseline"]) if base_dir else None
+    verdict = gate.decide(config.eval, cand, base, base_version)
+    result = {
+        "run_date": paths.ds, "run_id": paths.run_id, "eval_date": paths.eval_date.isoformat(),
+        "candidate_dir": str(paths.model_dir), "candidate_digest": layout.tree_digest(paths.model_dir),
+        "baseline_dir": str(base_dir) if base_dir else None, "baseline_version": base_version,
+        "candidate": cand, "baseline": base, "deltas": metrics.deltas(cand, base),
+        "slices": metrics.slice_metrics(label, probs, scored["slices"], config.eval.min_slice_size),
+        "bootstrap": metrics.user_bootstrap(label, users, probs["candidate"], probs.get("baseline"),
+                                            config.eval.bootstrap_samples, config.eval.seed)
+        if config.eval.bootstrap_samples else None,
+        "thresholds": {"min_auc": config.eval.min_auc, "max_log_loss": config.eval.max_log_loss,
+                       "max_auc_drop": config.eval.max_auc_drop},
+        "rows_read": data.rows, "rejected": dict(data.rejected),
+        "verdict": verdict.to_dict(),
+    }
+    _publish(paths.eval_dir, result, scored["sample"], label, probs)
+    log.info("%s: candidate AUC %s, baseline AUC %s; %s", BLESSED if verdict.blessed else NOT_BLESSED,
+             cand["auc"], base and base["auc"], verdict.reasons or verdict.passed)
+    return EvalResult(
+        blessed=verdict.blessed,
+        reasons=verdict.reasons if not verdict.blessed else verdict.passed,
+        metrics_path=str(paths.eval_dir / METRICS_FILE),
+        report_path=str(paths.eval_dir / REPORT_FILE),
+        candidate_auc=cand["auc"] if cand["auc"] is not None else float("nan"),
+        baseline_auc=base["auc"] if base else None,
+        baseline_version=base_version,
+        examples=cand["count"],
+    )
+
+
+def _score(data: EvalData, scorers: dict, sample_size: int) -> dict[str, Any]:
+    """One pass over the eval rows; every model scores every batch once."""
+    cols: dict[str, list[np.ndarray]] = {"label": [], "user": [], **{name: [] for name in scorers}}
+    slices: dict[str, list[np.ndarray]] = {s: [] for s in data.slices}
+    sample: list[dict[str, Any]] = []
+    for batch in data:
+        inputs = batch.serving_inputs()
+        preds = {name: scorer(inputs) for name, scorer in scorers.items()}
+        for name, p in preds.items():
+            cols[name].append(p)
+        cols["label"].append(batch.label)
+        cols["user"].append(batch.user)
+        for s in data.slices:
+            slices[s].append(batch.slices[s])
+        if len(sample) < sample_size:
+            sample.extend(_sample_rows(batch, preds, sample_size - len(sample)))
+    out: dict[str, Any] = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    out["slices"] = {s: np.concatenate(v) if v else np.zeros(0, dtype=object) for s, v in slices.items()}
+    out["sample"] = sample
+    return out
+
+
+def _sample_rows(batch: EvalBatch, preds: dict[str, np.ndarray], k: int) -> list[dict[str, Any]]:
+    """Raw features + predictions of a few rows: push turns them into warmup and checks."""
+    rows = []
+    for i in range(min(k, len(batch))):
+        rows.append({
+            F.TITLE: str(batch.title[i]),
+            F.IMAGE: [float(x) for x in batch.image[i]],
+            F.HISTORY: [int(x) for x in batch.history[i]],
+            F.LABEL: int(batch.label[i]),
+            **{f"{name}_probability": float(p[i]) for name, p in preds.items()},
+        })
+    return rows
+
+
+def _publish(eval_dir: Path, result: dict[str, Any], sample: list[dict[str, Any]],
+             label: np.ndarray, probs: dict[str, np.ndarray]) -> None:
+    eval_dir.parent.mkdir(parents=True, exist_ok=True)
+    fsutil.remove_stale_temps(eval_dir.parent, eval_dir.name)
+    tmp = fsutil.temp_sibling(eval_dir)
+    tmp.mkdir()
+    (tmp / METRICS_FILE).write_text(json.dumps(_json_safe(result), indent=2, sort_keys=True))
+    (tmp / SAMPLE_FILE).write_text(json.dumps({"examples": sample}))
+    verdict = result["verdict"]
+    marker = BLESSED if verdict["blessed"] else NOT_BLESSED
+    lines = verdict["passed"] if verdict["blessed"] else verdict["reasons"]
+    (tmp / marker).write_text("\n".join([marker, *lines, *verdict["notes"]]) + "\n")
+    names = {"candidate": "candidate", "baseline": f"served v{result['baseline_version']}"}
+    curves = {names[k]: p for k, p in probs.items() if np.isfinite(p).all()}   # NaN breaks roc_curve
+    report.plot_roc(tmp / "roc.png", label, curves)
+    report.plot_calibration(tmp / "calibration.png", label, curves)
+    report.write_html(tmp / REPORT_FILE, _json_safe(result), ["roc.png", "calibration.png"])
+    fsutil.publish_dir(tmp, eval_dir)
+
+
+def read_verdict(eval_dir: Path) -> Optional[tuple[bool, list[str]]]:
+    """(blessed, lines) from the marker in `eval_dir`, or None when evaluation has not run."""
+    for marker, blessed in ((BLESSED, True), (NOT_BLESSED, False)):
+        path = eval_dir / marker
+        if path.exists():
+            return blessed, path.read_text().splitlines()[1:]
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN/inf -> None, numpy scalars -> Python: metrics.json stays strict JSON."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

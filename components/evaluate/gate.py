@@ -1,0 +1,68 @@
+"""The blessing decision: configured thresholds against candidate and baseline metrics.
+
+Fail closed. With no thresholds configured, TFX's Evaluator silently wrote no blessing
+(tfx#5148) and people read the silence as "fine"; here the verdict is an explicit
+NOT_BLESSED that says why. The same holds when thresholds exist but none can be applied
+(only a baseline-relative one and no baseline yet): nothing was checked, so nothing is blessed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pipeline.config import EvalConfig
+
+NO_THRESHOLDS = "no thresholds configured"
+
+
+@dataclass
+class Verdict:
+    blessed: bool
+    reasons: list[str] = field(default_factory=list)      # why NOT_BLESSED (empty when blessed)
+    passed: list[str] = field(default_factory=list)       # checks that held
+    notes: list[str] = field(default_factory=list)        # e.g. "no baseline: absolute only"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blessed": self.blessed, "reasons": self.reasons, "passed": self.passed, "notes": self.notes}
+
+
+def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: Optional[dict[str, Any]],
+           baseline_version: Optional[int]) -> Verdict:
+    v = Verdict(blessed=False)
+    if cfg.min_auc is None and cfg.max_log_loss is None and cfg.max_auc_drop is None:
+        v.reasons.append(f"{NO_THRESHOLDS} (eval.min_auc, eval.max_log_loss and eval.max_auc_drop "
+                         "are all null): refusing to bless")
+        return v
+    if candidate["non_finite_predictions"]:
+        v.reasons.append(f"candidate produced {candidate['non_finite_predictions']} non-finite predictions")
+    auc, loss = candidate["auc"], candidate["log_loss"]
+    if cfg.min_auc is not None:
+        _check(v, auc is not None and auc >= cfg.min_auc, f"AUC {_f(auc)} >= eval.min_auc {cfg.min_auc}")
+    if cfg.max_log_loss is not None:
+        _check(v, loss is not None and loss <= cfg.max_log_loss,
+               f"log loss {_f(loss)} <= eval.max_log_loss {cfg.max_log_loss}")
+    if cfg.max_auc_drop is not None:
+        if baseline is None:
+            v.notes.append("no baseline (no model is served yet): eval.max_auc_drop not applied, "
+                           "absolute thresholds only")
+        else:
+            base_auc = baseline["auc"]
+            floor = None if base_auc is None else base_auc - cfg.max_auc_drop
+            _check(v, auc is not None and floor is not None and auc >= floor,
+                   f"AUC {_f(auc)} >= served version {baseline_version} AUC {_f(base_auc)} "
+                   f"- eval.max_auc_drop {cfg.max_auc_drop}")
+    elif baseline is None:
+        v.notes.append("no baseline (no model is served yet): absolute thresholds only")
+    if not v.passed and not v.reasons:
+        v.reasons.append("no applicable threshold: only eval.max_auc_drop is set and there is no "
+                         "baseline; set eval.min_auc or eval.max_log_loss for a first model")
+    v.blessed = not v.reasons
+    return v
+
+
+def _check(v: Verdict, ok: bool, claim: str) -> None:
+    (v.passed if ok else v.reasons).append(claim if ok else f"failed: {claim}")
+
+
+def _f(x: Optional[float]) -> str:
+    return "undefined" if x is None else f"{x:.4f}"

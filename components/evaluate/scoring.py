@@ -1,0 +1,63 @@
+"""Scoring through a SavedModel's raw-feature `serving_default` signature, as TF Serving does.
+
+Calling the signature (not a Keras model object) means the gate exercises the exported
+preprocessing graph too; a model whose export is broken fails here, before anyone pushes it.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import features as F
+
+log = logging.getLogger(__name__)
+
+SIGNATURE = "serving_default"
+OUTPUT = "probability"
+
+
+class ScoringError(RuntimeError):
+    """A SavedModel lacks the raw serving signature or returns something unusable."""
+
+
+class Scorer:
+    """Loads `model_dir` once; `__call__` maps serving inputs to a float32 probability vector."""
+
+    def __init__(self, model_dir: Path):
+        import tensorflow as tf
+
+        self._tf = tf
+        self.model_dir = Path(model_dir)
+        try:
+            loaded = tf.saved_model.load(str(model_dir))
+        except (OSError, ValueError, tf.errors.OpError) as err:
+            raise ScoringError(f"cannot load SavedModel {model_dir}: {err}") from err
+        if SIGNATURE not in loaded.signatures:
+            raise ScoringError(f"{model_dir} has no {SIGNATURE!r} signature "
+                               f"(has {sorted(loaded.signatures)})")
+        self._loaded = loaded            # keep the object alive: the signature refers to it
+        self._fn = loaded.signatures[SIGNATURE]
+        self.input_specs = self._fn.structured_input_signature[1]
+        expected = set(F.RAW_SERVING_FEATURES)
+        if set(self.input_specs) != expected:
+            raise ScoringError(f"{model_dir} {SIGNATURE} takes {sorted(self.input_specs)}, "
+                               f"expected the raw features {sorted(expected)}")
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        tf = self._tf
+        tensors = {name: tf.constant(inputs[name], dtype=spec.dtype)
+                   for name, spec in self.input_specs.items()}
+        outputs = self._fn(**tensors)
+        return probabilities(outputs, self.model_dir, len(inputs[F.TITLE]))
+
+
+def probabilities(outputs: dict, model_dir: Path, batch: int) -> np.ndarray:
+    """The "probability" output as float32 [batch], whether the model returns [b, 1] or [b]."""
+    if OUTPUT not in outputs:
+        raise ScoringError(f"{model_dir} {SIGNATURE} returns {sorted(outputs)}, expected {OUTPUT!r}")
+    values = np.asarray(outputs[OUTPUT]).astype(np.float32)
+    if values.size != batch:
+        raise ScoringError(f"{model_dir} returned {values.shape} probabilities for {batch} rows")
+    return values.reshape(batch)

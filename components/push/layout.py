@@ -1,0 +1,134 @@
+"""The TF Serving directory layout, read without TensorFlow: versions, records, history.
+
+    <serving_base>/models.config                    model_config_list text proto
+    <serving_base>/<model>/<version>/               complete SavedModels only (what TF Serving loads)
+        assets.extra/push_record.json              who pushed it, from which run and data date
+        assets.extra/tf_serving_warmup_requests    PredictionLog records replayed on load
+        assets.extra/verification_requests.json    REST body whose answers are in the push record
+    <serving_base>/.<model>.push-*                  staging temps (hidden, never a version)
+    <serving_base>/<model>.history/                 push-NNNNNN.json / rollback-NNNNNN.json records
+    <serving_base>/<model>.lock                     serialises pushes and rollbacks
+
+TF Serving's file-system source only loads children of the model dir whose names parse as
+integers, and with the default `latest` policy it serves the highest one. The evaluation gate
+uses the same rule to pick its baseline, so "baseline" always means "what users get now".
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+from pipeline import fsutil
+
+PUSH_RECORD = "push_record.json"
+WARMUP_FILE = "tf_serving_warmup_requests"
+VERIFY_REQUESTS = "verification_requests.json"
+ASSETS_EXTRA = "assets.extra"
+
+
+def list_versions(model_base: Path) -> list[int]:
+    """Integer version directories, ascending; hidden temps and stray files are ignored."""
+    if not model_base.is_dir():
+        return []
+    return sorted(int(p.name) for p in model_base.iterdir()
+                  if p.is_dir() and p.name.isdigit() and not p.name.startswith("."))
+
+
+def served_version(model_base: Path) -> Optional[int]:
+    """The version TF Serving serves under the `latest` policy: the highest integer."""
+    versions = list_versions(model_base)
+    return versions[-1] if versions else None
+
+
+def version_dir(model_base: Path, version: int) -> Path:
+    return model_base / str(version)
+
+
+def read_push_record(vdir: Path) -> Optional[dict[str, Any]]:
+    """The record written inside a pushed version, or None for a version pushed by hand."""
+    path = vdir / ASSETS_EXTRA / PUSH_RECORD
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def history_dir(serving_base: Path, model_name: str) -> Path:
+    return serving_base / f"{model_name}.history"
+
+
+def lock_path(serving_base: Path, model_name: str) -> Path:
+    return serving_base / f"{model_name}.lock"
+
+
+def write_history(serving_base: Path, model_name: str, kind: str, version: int,
+                  record: dict[str, Any]) -> Path:
+    path = history_dir(serving_base, model_name) / f"{kind}-{version:06d}.json"
+    fsutil.write_json_atomic(path, record)
+    return path
+
+
+def read_history(serving_base: Path, model_name: str, kind: str) -> dict[int, dict[str, Any]]:
+    """version -> record for every `kind` ("push" / "rollback") record, oldest first."""
+    folder = history_dir(serving_base, model_name)
+    out = {}
+    if folder.is_dir():
+        for path in sorted(folder.glob(f"{kind}-*.json")):
+            out[int(path.stem.split("-")[1])] = json.loads(path.read_text())
+    return out
+
+
+def next_version(serving_base: Path, model_name: str) -> int:
+    """One above every version ever published, so a number is never reused for other bytes.
+
+    A version that was unpublished (failed verification) or deleted by retention keeps its
+    number burned: TF Serving and its caches never see two different models as "7".
+    """
+    seen = list_versions(serving_base / model_name)
+    for kind in ("push", "rollback"):
+        seen.extend(read_history(serving_base, model_name, kind))
+    return max(seen, default=0) + 1
+
+
+def unpublish(vdir: Path) -> None:
+    """Remove a version atomically: rename it to a hidden name first, then delete.
+
+    TF Serving sees the version vanish at once instead of watching files disappear from
+    a directory it may be loading.
+    """
+    if not vdir.exists():
+        return
+    hidden = fsutil.temp_sibling(vdir, "removed")
+    os.rename(vdir, hidden)
+    fsutil.fsync_dir(vdir.parent)
+    shutil.rmtree(hidden, ignore_errors=True)
+
+
+def stale_temps(serving_base: Path, model_name: str) -> list[Path]:
+    """Hidden staging leftovers of killed pushes, beside the model dir and inside it."""
+    found = list(serving_base.glob(f".{model_name}.*")) if serving_base.is_dir() else []
+    model_base = serving_base / model_name
+    if model_base.is_dir():
+        found.extend(p for p in model_base.iterdir() if p.name.startswith("."))
+    return found
+
+
+def tree_digest(root: Path, exclude: tuple[str, ...] = (ASSETS_EXTRA,)) -> str:
+    """sha256 over a SavedModel's files (relative path + bytes), ignoring push-added extras.
+
+    The gate records the digest of the model it judged; push refuses to publish other bytes
+    under that verdict (a retrained model would otherwise ride on yesterday's BLESSED), and
+    checks that the staged copy has the same digest before it becomes visible.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root)
+        if rel.parts[0] in exclude:
+            continue
+        digest.update(str(rel).encode() + b"\0")
+        digest.update(fsutil.sha256_file(path).encode())
+    return digest.hexdigest()

@@ -1,0 +1,147 @@
+"""Export a SavedModel that takes RAW features and runs the tf.Transform graph inside.
+
+Serving the raw contract (title string, 2048 floats, list of history item ids) with the
+*same* transform graph that produced the training data is what rules out training/serving
+skew: there is no second implementation of tokenising, z-scoring or id lookup to drift.
+
+Signatures:
+  serving_default   title string [B], image_embedding float32 [B, 2048], history_item_ids
+                    int64 [B, L] (0 = padding, either side) -> {"probability": float32 [B, 1]}
+  serving_examples  examples: serialized raw tf.Example [B] -> {"probability": [B, 1]}
+                    (TF Serving warmup records and clients that send tf.Example)
+  regress           inputs: serialized raw tf.Example [B] -> {"outputs": [B, 1]}, method name
+                    patched to tensorflow/serving/regress for TF Serving's Regress API.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import tensorflow as tf
+
+from components.train.model import VocabSizes
+from pipeline import features as F
+from pipeline.config import ModelConfig
+
+log = logging.getLogger(__name__)
+
+SERVING_DEFAULT = "serving_default"
+SERVING_EXAMPLES = "serving_examples"
+REGRESS = "regress"
+REGRESS_METHOD = "tensorflow/serving/regress"
+MODEL_INPUTS = (F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS)
+
+RAW_EXAMPLE_SPEC = {
+    F.TITLE: tf.io.FixedLenFeature([], tf.string),
+    F.IMAGE: tf.io.FixedLenFeature([F.IMAGE_DIM], tf.float32),
+    F.HISTORY: tf.io.VarLenFeature(tf.int64),
+}
+
+
+def _vocab_names() -> tuple[str, str]:
+    from components.preprocess.transform import ITEM_VOCAB, TITLE_VOCAB
+    return TITLE_VOCAB, ITEM_VOCAB
+
+
+def vocab_sizes(transform_dir: Path, model_cfg: ModelConfig) -> VocabSizes:
+    """Actual sizes from the tf.Transform vocabularies when readable, else the config bounds.
+
+    Real vocabularies are often far smaller than the configured top-k (a 1,000-item catalogue
+    never fills 100,000 slots), and the embedding tables are most of the parameters: reading
+    them keeps the model, its checkpoints and its all-reduce small.
+    """
+    fallback = VocabSizes.from_config(model_cfg)
+    try:
+        import tensorflow_transform as tft
+        title_vocab, item_vocab = _vocab_names()
+        output = tft.TFTransformOutput(str(transform_dir))
+        sizes = VocabSizes(
+            title=output.vocabulary_size_by_name(title_vocab) + model_cfg.oov_buckets + 1,
+            items=output.vocabulary_size_by_name(item_vocab) + model_cfg.oov_buckets + 1)
+    except (ImportError, OSError, ValueError, KeyError, tf.errors.OpError) as err:
+        log.warning("vocabulary sizes from config bounds %s: %s", fallback, err)
+        return fallback
+    log.info("vocabulary sizes from %s: %s", transform_dir, sizes)
+    return sizes
+
+
+def history_to_sparse(history: tf.Tensor) -> tf.SparseTensor:
+    """Dense int64 [B, L] with 0 = padding -> the VarLen SparseTensor the transform expects.
+
+    Zeros are dropped and the remaining ids packed to columns 0..k-1 in order, so left- or
+    right-padded requests give the same ragged-right tensor a parsed VarLenFeature would.
+    """
+    history = tf.convert_to_tensor(history, tf.int64)
+    keep = tf.not_equal(history, 0)
+    ragged = tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(history, keep), tf.reduce_sum(tf.cast(keep, tf.int64), axis=1))
+    return ragged.to_sparse()
+
+
+def attach_signatures(model, transform_dir: Path) -> dict:
+    """Track the transform layer on `model` (so its assets are exported) and build signatures."""
+    import tensorflow_transform as tft
+
+    model.tft_layer = tft.TFTransformOutput(str(transform_dir)).transform_features_layer()
+
+    def predict_raw(title, image, history: tf.SparseTensor):
+        transformed = model.tft_layer({F.TITLE: title, F.IMAGE: image, F.HISTORY: history})
+        return model({k: transformed[k] for k in MODEL_INPUTS}, training=False)
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None], tf.string, name=F.TITLE),
+        tf.TensorSpec([None, F.IMAGE_DIM], tf.float32, name=F.IMAGE),
+        tf.TensorSpec([None, None], tf.int64, name=F.HISTORY),
+    ])
+    def serve_raw(title, image_embedding, history_item_ids):
+        return {"probability": predict_raw(title, image_embedding,
+                                           history_to_sparse(history_item_ids))}
+
+    def parse_and_predict(serialized):
+        parsed = tf.io.parse_example(serialized, RAW_EXAMPLE_SPEC)
+        history = history_to_sparse(tf.sparse.to_dense(parsed[F.HISTORY]))
+        return predict_raw(parsed[F.TITLE], parsed[F.IMAGE], history)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(examples):
+        return {"probability": parse_and_predict(examples)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def regress(inputs):
+        return {"outputs": parse_and_predict(inputs)}
+
+    return {SERVING_DEFAULT: serve_raw.get_concrete_function(),
+            SERVING_EXAMPLES: serve_examples.get_concrete_function(),
+            REGRESS: regress.get_concrete_function()}
+
+
+def export_saved_model(model, transform_dir: Path, export_dir: Path) -> Path:
+    """Write the SavedModel to `export_dir` (which must not exist yet)."""
+    signatures = attach_signatures(model, transform_dir)
+    model.save(str(export_dir), save_format="tf", signatures=signatures, include_optimizer=False)
+    _patch_method_name(export_dir, REGRESS, REGRESS_METHOD)
+    return export_dir
+
+
+def _patch_method_name(export_dir: Path, signature: str, method: str) -> None:
+    """TF2 saves every signature as 'predict'; TF Serving's Regress API insists on its own name."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    pb = Path(export_dir) / "saved_model.pb"
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(pb.read_bytes())
+    for meta_graph in proto.meta_graphs:
+        if signature in meta_graph.signature_def:
+            meta_graph.signature_def[signature].method_name = method
+    pb.write_bytes(proto.SerializeToString())
+
+
+def raw_example(title: str, image, history) -> bytes:
+    """One serialized raw tf.Example in the serving contract (for warmup and tests)."""
+    feature = {
+        F.TITLE: tf.train.Feature(bytes_list=tf.train.BytesList(value=[title.encode()])),
+        F.IMAGE: tf.train.Feature(float_list=tf.train.FloatList(value=list(image))),
+        F.HISTORY: tf.train.Feature(int64_list=tf.train.Int64List(
+            value=[int(h) for h in history if int(h) != 0])),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()

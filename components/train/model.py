@@ -1,0 +1,86 @@
+"""The reference multimodal CTR model (tf_keras; Keras 3 `fit` fails under MWMS here).
+
+Three towers meet in one MLP: the title's token ids and the user's behaviour sequence go
+through their own Embedding -> LSTM, the 2048-d image embedding through a small MLP.
+Ids are embedded *inside* the model (not in tf.Transform), so the history LSTM sees exactly
+the reference design's history_len x embedding_dim sequence, and padding id 0 is masked.
+
+Optimisation follows the reference design for synchronous data parallelism: global batch =
+per-replica batch x replicas and a learning rate scaled linearly by replicas (same
+per-example step size whatever the gang size), gradients clipped by global norm.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import tensorflow as tf
+import tf_keras as keras
+
+from pipeline import features as F
+from pipeline.config import ModelConfig, TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VocabSizes:
+    """Embedding input sizes: ids are in [0, size) with 0 = padding."""
+
+    title: int
+    items: int
+
+    @classmethod
+    def from_config(cls, model: ModelConfig) -> "VocabSizes":
+        """Upper bounds from config: vocab top-k + OOV buckets + the padding id."""
+        return cls(title=model.title_vocab_size + model.oov_buckets + 1,
+                   items=model.item_vocab_size + model.oov_buckets + 1)
+
+
+def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
+    """Uncompiled model over the transformed features (see pipeline/features.py)."""
+    title = keras.Input(shape=(model_cfg.title_len,), dtype=tf.int64, name=F.TITLE_IDS)
+    image = keras.Input(shape=(F.IMAGE_DIM,), dtype=tf.float32, name=F.IMAGE_Z)
+    history = keras.Input(shape=(model_cfg.history_len,), dtype=tf.int64, name=F.HISTORY_IDS)
+
+    t = keras.layers.Embedding(vocab.title, model_cfg.embedding_dim, mask_zero=True,
+                               name="title_embedding")(title)
+    t = keras.layers.LSTM(model_cfg.lstm_units, name="title_lstm")(t)
+
+    x = image
+    for i, units in enumerate(model_cfg.image_units):
+        x = keras.layers.Dense(units, activation="relu", name=f"image_dense_{i}")(x)
+
+    h = keras.layers.Embedding(vocab.items, model_cfg.embedding_dim, mask_zero=True,
+                               name="history_embedding")(history)
+    h = keras.layers.LSTM(model_cfg.lstm_units, name="history_lstm")(h)
+
+    z = keras.layers.Concatenate(name="concat")([t, x, h])
+    z = keras.layers.Dense(model_cfg.hidden_units, activation="relu", name="hidden")(z)
+    # float32 output even under mixed precision: a float16 sigmoid saturates and the
+    # log loss of confident predictions becomes inf.
+    out = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(z)
+    return keras.Model(inputs={F.TITLE_IDS: title, F.IMAGE_Z: image, F.HISTORY_IDS: history},
+                       outputs=out, name="ctr_model")
+
+
+def global_batch_size(train_cfg: TrainConfig, replicas: int) -> int:
+    return train_cfg.batch_size_per_replica * replicas
+
+
+def scaled_learning_rate(train_cfg: TrainConfig, replicas: int) -> float:
+    """Linear scaling rule: the gradient of an N-times bigger batch gets an N-times bigger step."""
+    return train_cfg.learning_rate * replicas
+
+
+def compile_model(model: keras.Model, train_cfg: TrainConfig, replicas: int) -> keras.Model:
+    """Adam (lr scaled by replicas, global-norm clipping), BCE loss, AUC + accuracy."""
+    optimizer = keras.optimizers.Adam(learning_rate=scaled_learning_rate(train_cfg, replicas),
+                                      global_clipnorm=train_cfg.clip_norm)
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.BinaryCrossentropy(),
+        metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")],
+    )
+    return model
+

@@ -1,0 +1,168 @@
+"""The hidden world behind the synthetic data: user tastes, item factors, and how clicks happen.
+
+Why a hidden-factor world: the model must have something real to learn from each input.
+Clicks are driven by the dot product of a user's and an item's hidden factors; the item
+factors leak into the title words and the image embedding, and the user's factors leak into
+the behaviour history (users interact with items they like). A model that reads title, image
+and history can therefore recover most of the signal, and the logistic regression on the true
+factors (`ceiling_auc`) tells how much there is to recover.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline import features as F
+
+FACTORS = 16
+POOL_SIZE = 64            # items a user keeps coming back to; histories are drawn from it
+IMAGE_ITEMS_PER_BLOCK = 1024
+CATEGORIES = (
+    "shoes", "dresses", "jackets", "bags", "watches", "lamps", "chairs", "mugs",
+    "phones", "headphones", "toys", "books",
+)
+_WORD_STEMS = (
+    "red blue green black white grey navy beige pink gold silver leather cotton wool linen "
+    "denim suede canvas steel oak walnut ceramic glass vintage classic modern slim relaxed "
+    "oversized cropped padded quilted waterproof wireless portable compact deluxe premium "
+    "organic recycled handmade soft warm light heavy striped floral plaid dotted matte glossy "
+    "summer winter autumn spring urban outdoor travel sport office kids retro minimal bold"
+).split()
+PLATFORM_SHARES = (0.45, 0.35, 0.20)
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    users: int = 2000
+    items: int = 1000
+    ctr: float = 0.12
+    seed: int = 7
+    taste_strength: float = 2.5   # how strongly hidden factors drive clicks
+
+
+class World:
+    """Deterministic for a spec: the same seed gives the same users, items and click model."""
+
+    def __init__(self, spec: WorldSpec):
+        self.spec = spec
+        rng = np.random.default_rng([spec.seed, 0])
+        self.user_factors = rng.normal(size=(spec.users, FACTORS)).astype(np.float32) / np.sqrt(FACTORS)
+        self.item_factors = rng.normal(size=(spec.items, FACTORS)).astype(np.float32)
+        self.item_popularity = rng.normal(0.0, 0.5, size=spec.items).astype(np.float32)
+        self.user_platform = rng.choice(len(F.PLATFORMS), size=spec.users, p=PLATFORM_SHARES)
+        self.user_activity = rng.pareto(2.0, size=spec.users) + 1.0
+        self.user_activity /= self.user_activity.sum()
+        self.item_exposure = np.exp(self.item_popularity * 2)
+        self.item_exposure /= self.item_exposure.sum()
+        self.platform_bias = np.array([0.1, 0.0, -0.15], dtype=np.float32)
+        self.word_directions = rng.normal(size=(len(_WORD_STEMS) * 4, FACTORS)).astype(np.float32)
+        self.image_projection = rng.normal(size=(FACTORS, F.IMAGE_DIM)).astype(np.float32) / np.sqrt(FACTORS)
+        self.user_pools = self._taste_pools(rng)
+        self.bias = self._calibrate_bias(rng)
+
+    # --- ids: item ids start at 1 so that 0 can mean "no item" (padding) everywhere --------
+    def item_ids(self, index: np.ndarray) -> np.ndarray:
+        return index.astype(np.int64) + 1
+
+    def user_ids(self, index: np.ndarray) -> np.ndarray:
+        return index.astype(np.int64) + 1
+
+    def affinity(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,ij->i", self.user_factors[users], self.item_factors[items])
+
+    def click_logit(self, users: np.ndarray, items: np.ndarray, platforms: np.ndarray) -> np.ndarray:
+        return (
+            self.bias
+            + self.spec.taste_strength * self.affinity(users, items)
+            + self.item_popularity[items]
+            + self.platform_bias[platforms]
+        )
+
+    def sample_impressions(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(user index, item index): half from the user's taste pool, half from popular items."""
+        users = rng.choice(self.spec.users, size=n, p=self.user_activity)
+        from_pool = rng.random(n) < 0.5
+        pooled = self.user_pools[users, rng.integers(0, POOL_SIZE, size=n)]
+        popular = rng.choice(self.spec.items, size=n, p=self.item_exposure)
+        return users, np.where(from_pool, pooled, popular)
+
+    def sample_histories(
+        self, rng: np.random.Generator, users: np.ndarray, max_len: int = F.MAX_HISTORY
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Variable-length histories from each user's pool: (offsets, item indices)."""
+        lengths = np.minimum(rng.geometric(1 / 20, size=len(users)) - 1, max_len)
+        offsets = np.zeros(len(users) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        owners = np.repeat(users, lengths)
+        values = self.user_pools[owners, rng.integers(0, POOL_SIZE, size=len(owners))]
+        return offsets, values
+
+    def titles(self, items: np.ndarray, rng: np.random.Generator) -> list[str]:
+        """Titles whose words lean towards an item's factors: the text carries the signal."""
+        words = [f"{stem}{suffix}" for stem in _WORD_STEMS for suffix in ("", "s", "ish", "x")]
+        scores = self.item_factors[items] @ self.word_directions.T
+        gumbel = -np.log(-np.log(rng.random(scores.shape)))
+        top = np.argsort(-(scores + 1.5 * gumbel), axis=1)[:, :6]
+        cats = self.categories(items)
+        return [
+            f"{' '.join(words[w] for w in row[:n])} {cat[:-1]} #{item + 1}".capitalize()
+            for row, n, cat, item in zip(top, 3 + items % 4, cats, items)
+        ]
+
+    def categories(self, items: np.ndarray) -> list[str]:
+        return [CATEGORIES[c] for c in np.argmax(self.item_factors[items, : len(CATEGORIES)], axis=1)]
+
+    def images(self, items: np.ndarray) -> np.ndarray:
+        """A CNN-like pooled output: non-negative, sparse-ish, driven by the item factors."""
+        out = np.empty((len(items), F.IMAGE_DIM), dtype=np.float32)
+        for block in np.unique(items // IMAGE_ITEMS_PER_BLOCK):
+            mask = items // IMAGE_ITEMS_PER_BLOCK == block
+            noise_rng = np.random.default_rng([self.spec.seed, 2, int(block)])
+            noise = noise_rng.normal(0, 0.5, size=(IMAGE_ITEMS_PER_BLOCK, F.IMAGE_DIM)).astype(np.float32)
+            local = items[mask] % IMAGE_ITEMS_PER_BLOCK
+            out[mask] = np.maximum(self.item_factors[items[mask]] @ self.image_projection + noise[local], 0)
+        return out
+
+    def _taste_pools(self, rng: np.random.Generator) -> np.ndarray:
+        """Each user's POOL_SIZE favourite items among random candidates (scales to big catalogs)."""
+        candidates_n = min(self.spec.items, 512)
+        pools = np.empty((self.spec.users, POOL_SIZE), dtype=np.int64)
+        for start in range(0, self.spec.users, 4096):
+            users = np.arange(start, min(start + 4096, self.spec.users))
+            cands = rng.integers(0, self.spec.items, size=(len(users), candidates_n))
+            if self.spec.items <= 50_000:   # one matmul beats gathering 512 factor rows per user
+                scores = np.take_along_axis(self.user_factors[users] @ self.item_factors.T, cands, axis=1)
+            else:
+                scores = np.einsum("uf,ucf->uc", self.user_factors[users], self.item_factors[cands])
+            scores += rng.gumbel(size=scores.shape) * 0.5
+            best = np.argpartition(-scores, POOL_SIZE - 1, axis=1)[:, :POOL_SIZE]
+            picked = np.take_along_axis(cands, best, axis=1)
+            if picked.shape[1] < POOL_SIZE:
+                picked = np.resize(picked, (len(users), POOL_SIZE))
+            pools[users] = picked
+        return pools
+
+    def _calibrate_bias(self, rng: np.random.Generator) -> float:
+        """Bisect the global bias so the mean click probability equals the configured CTR."""
+        self.bias = 0.0
+        users, items = self.sample_impressions(rng, 20_000)
+        logits = self.click_logit(users, items, self.user_platform[users])
+        lo, hi = -20.0, 20.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if np.mean(1 / (1 + np.exp(-(logits + mid)))) > self.spec.ctr:
+                hi = mid
+            else:
+                lo = mid
+        return (lo + hi) / 2
+
+    def ceiling_features(self, users: np.ndarray, items: np.ndarray, platforms: np.ndarray) -> np.ndarray:
+        """What a logistic regression on the true hidden factors sees."""
+        return np.column_stack(
+            [
+                self.user_factors[users] * self.item_factors[items],
+                self.item_popularity[items],
+                np.eye(len(F.PLATFORMS))[platforms],
+            ]
+        )

@@ -1,0 +1,82 @@
+"""Session-wide fixtures: one tiny world, generated once, and (lazily) the real stages run once on it.
+
+Downstream tests (train, evaluate, push, DAG) reuse the outputs of the real upstream components
+instead of faking them, and the suite stays fast because each heavy stage runs once per session.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+RUN_DATE = dt.date(2026, 11, 4)       # eval day; the three days before it are the training window
+FIRST_DAY = dt.date(2026, 11, 1)
+DAYS = 4
+TINY = {
+    "window.train_days": 3,
+    "generator.users": 300,
+    "generator.items": 200,
+    "generator.events_per_day": 1500,
+    "model.title_vocab_size": 500,
+    "model.item_vocab_size": 300,
+    "model.embedding_dim": 8,
+    "model.lstm_units": 8,
+    "model.image_units": [16, 8],
+    "model.hidden_units": 16,
+    "train.workers": 2,
+    "train.epochs": 2,
+    "train.batch_size_per_replica": 64,
+    "train.learning_rate": 0.005,
+    "train.startup_timeout_s": 90.0,
+    "eval.min_auc": 0.55,
+    "eval.bootstrap_samples": 50,
+    "eval.min_slice_size": 50,
+    "preprocess.direct_num_workers": 1,
+}
+
+
+def tiny_overrides(root) -> dict:
+    return {
+        **TINY,
+        "data.raw_root": str(root / "raw"),
+        "data.artifact_root": str(root / "artifacts"),
+        "data.staging_root": str(root / "ssd"),
+        "data.serving_base": str(root / "serving"),
+    }
+
+
+def make_tiny_config(root, **extra):
+    from pipeline.config import load_config
+
+    return load_config(overrides={**tiny_overrides(root), **extra}, env={})
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_config(tiny_root):
+    return make_tiny_config(tiny_root)
+
+
+@pytest.fixture(scope="session")
+def raw_data(tiny_config):
+    """Four clean days: 2026-11-01..04 (train window 01-03, eval day 04)."""
+    from pipeline.datagen import generate
+
+    g = tiny_config.generator
+    return generate(tiny_config.data.raw_root, FIRST_DAY, DAYS, users=g.users, items=g.items,
+                    events_per_day=g.events_per_day, ctr=g.ctr, seed=g.seed)
+
+
+@pytest.fixture(scope="session")
+def run_paths(tiny_config):
+    from pipeline.paths import RunPaths
+
+    return RunPaths.for_run(tiny_config, RUN_DATE, "session")

@@ -1,0 +1,82 @@
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import PROJECT_ROOT, Config, ConfigError, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_live_under_var():
+    config = load_config(env={})
+    assert config.data.raw_root == PROJECT_ROOT / "var" / "data"
+    assert config.data.serving_base.is_relative_to(PROJECT_ROOT / "var")
+    assert config.train.workers >= 1
+
+
+def test_layers_file_then_env_then_overrides(tmp_path):
+    path = write(tmp_path, "train:\n  workers: 3\n  epochs: 4\nwindow:\n  train_days: 5\n")
+    env = {"RECO__TRAIN__EPOCHS": "6", "RECO__EVAL__MIN_AUC": "0.7", "UNRELATED": "x"}
+    config = load_config(path, overrides={"window.train_days": 2}, env=env)
+    assert config.train.workers == 3          # file
+    assert config.train.epochs == 6           # env beats file
+    assert config.eval.min_auc == 0.7         # env, typed from its YAML text
+    assert config.window.train_days == 2      # override beats file
+
+
+def test_relative_paths_resolve_against_checkout(tmp_path):
+    config = load_config(write(tmp_path, "data:\n  raw_root: somewhere/raw\n"), env={})
+    assert config.data.raw_root == PROJECT_ROOT / "somewhere" / "raw"
+
+
+def test_round_trip_through_dict():
+    config = load_config(env={}, overrides={"eval.slices": ["platform"], "train.workers": 3})
+    assert Config().with_overrides({}) == Config()
+    from pipeline.config import from_dict
+
+    assert from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "overrides", "fragments"),
+    [
+        ("train:\n  wrokers: 2\n", {}, ["unknown config key", "train.wrokers"]),
+        ("trian:\n  workers: 2\n", {}, ["unknown config key", "trian"]),
+        ("", {"train.workers": "two"}, ["train.workers", "'two'", "expected int"]),
+        ("", {"train.workers": 0}, ["train.workers", "got 0", ">= 1"]),
+        ("", {"window.train_days": 0}, ["window.train_days", ">= 1 (days)"]),
+        ("", {"eval.min_auc": 1.5}, ["eval.min_auc", "1.5", "[0, 1]"]),
+        ("", {"preprocess.max_rejected_fraction": -0.1}, ["preprocess.max_rejected_fraction", "[0, 1]"]),
+        ("", {"train.mixed_precision": "yes"}, ["train.mixed_precision", "expected bool"]),
+        ("", {"train.epochs": True}, ["train.epochs", "expected int"]),
+        ("", {"eval.slices": "platform"}, ["eval.slices", "expected a list"]),
+        ("", {"nope.key": 1}, ["unknown config key 'nope.key'"]),
+        ("train: 3\n", {}, ["train must be a mapping"]),
+        ("- a\n- b\n", {}, ["expected a mapping"]),
+    ],
+)
+def test_errors_name_the_key_value_and_expectation(tmp_path, yaml_text, overrides, fragments):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, yaml_text), overrides=overrides, env={})
+    for fragment in fragments:
+        assert fragment in str(err.value)
+
+
+def test_env_errors_say_they_came_from_the_environment():
+    with pytest.raises(ConfigError, match="environment: unknown config key 'train.wrokers'"):
+        load_config(env={"RECO__TRAIN__WROKERS": "2"})
+
+
+def test_missing_explicit_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml", env={})
+
+
+def test_ints_widen_to_floats_and_optional_accepts_null():
+    config = load_config(env={}, overrides={"train.learning_rate": 1, "eval.max_auc_drop": None})
+    assert config.train.learning_rate == 1.0 and isinstance(config.train.learning_rate, float)
+    assert config.eval.max_auc_drop is None
