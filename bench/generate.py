@@ -22,7 +22,8 @@ import datetime as dt, json, resource, sys, time
 from pathlib import Path
 from pipeline.datagen import generate
 t = time.perf_counter()
-generate(Path(sys.argv[1]), dt.date(2026, 11, 1), 1, users=20000, items=5000, events_per_day={events}, with_ceiling=False)
+generate(Path(sys.argv[1]), dt.date(2026, 11, 1), 1, users=20000, items=5000,
+         events_per_day={events}, with_ceiling=False)
 print(json.dumps({{"seconds": time.perf_counter() - t,
                   "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import yaml
 
@@ -92,13 +93,18 @@ class TrainConfig:
     image: str = "reco-worker:latest"    # container image for the kubernetes backend
     namespace: str = "default"
     gpus_per_worker: int = 0
+    threads_per_worker: int = 0          # TF intra-op threads; 0 = cores / workers on this host
+    pin_cpus: bool = False               # pin worker i to its own cores (benchmarks)
+    readers: int = 4                     # files read in parallel per worker
+    deterministic: bool = False          # reproducible input order (tests)
+    seed: int = 0
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    min_auc: Optional[float] = 0.55
-    max_log_loss: Optional[float] = None
-    max_auc_drop: Optional[float] = 0.01     # candidate AUC may be at most this below baseline
+    min_auc: float | None = 0.55
+    max_log_loss: float | None = None
+    max_auc_drop: float | None = 0.01     # candidate AUC may be at most this below baseline
     slices: tuple[str, ...] = ("category", "platform")
     min_slice_size: int = 100
     bootstrap_samples: int = 200
@@ -124,6 +130,7 @@ class ScheduleConfig:
     training_pool: str = "training"
     training_pool_slots: int = 1
     retries: int = 1
+    retry_delay_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ class Config:
         """Plain JSON/YAML-able dict (paths as strings) that `from_dict` reads back."""
         return _plain(dataclasses.asdict(self))
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Config:
         """A copy with dotted-key overrides applied and validated (e.g. {"train.workers": 4})."""
         tree = self.to_dict()
         _apply_dotted(tree, overrides, origin="override")
@@ -159,6 +166,11 @@ _CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
     "train.clip_norm": (lambda v: v > 0, "a float > 0"),
     "train.backend": (lambda v: v in ("local", "kubernetes"), "'local' or 'kubernetes'"),
     "train.gpus_per_worker": (lambda v: v >= 0, "an int >= 0"),
+    "train.threads_per_worker": (lambda v: v >= 0, "an int >= 0 (0 = automatic)"),
+    "train.readers": (lambda v: v >= 1, "an int >= 1"),
+    "train.startup_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "train.kill_grace_s": (lambda v: v >= 0, "a float >= 0 (seconds)"),
+    "train.timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
     "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
     "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
@@ -176,12 +188,13 @@ _CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
 
 
 def load_config(
-    path: Optional[os.PathLike | str] = None,
-    overrides: Optional[Mapping[str, Any]] = None,
-    env: Optional[Mapping[str, str]] = None,
+    path: os.PathLike | str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Config:
-    """Load `path` (default conf/params.yaml), then RECO__SECTION__KEY env vars, then overrides."""
-    path = Path(path) if path else DEFAULT_CONFIG_FILE
+    """Load `path` (else $RECO_CONFIG, else conf/params.yaml), then RECO__* env, then overrides."""
+    env = os.environ if env is None else env
+    path = Path(path or env.get("RECO_CONFIG") or DEFAULT_CONFIG_FILE)
     tree = Config().to_dict()
     if path.exists():
         loaded = yaml.safe_load(path.read_text()) or {}
@@ -192,7 +205,7 @@ def load_config(
         raise ConfigError(f"config file {path} does not exist")
     env_overrides = {
         key[len(ENV_PREFIX):].lower().replace("__", "."): yaml.safe_load(value)
-        for key, value in (os.environ if env is None else env).items()
+        for key, value in env.items()
         if key.startswith(ENV_PREFIX)
     }
     _apply_dotted(tree, env_overrides, origin="environment")

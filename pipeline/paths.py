@@ -58,7 +58,7 @@ class RunPaths:
     train_days: int
 
     @classmethod
-    def for_run(cls, config: Config, run_date: str | dt.date, run_id: str = "cli") -> "RunPaths":
+    def for_run(cls, config: Config, run_date: str | dt.date, run_id: str = "cli") -> RunPaths:
         return cls(
             run_date=parse_date(run_date),
             run_id=safe_run_id(run_id),

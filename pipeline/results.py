@@ -9,7 +9,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T", bound="StepResult")
 
@@ -82,8 +82,8 @@ class EvalResult(StepResult):
     metrics_path: str
     report_path: str
     candidate_auc: float
-    baseline_auc: Optional[float]
-    baseline_version: Optional[int]
+    baseline_auc: float | None
+    baseline_version: int | None
     examples: int
 
 
@@ -91,7 +91,7 @@ class EvalResult(StepResult):
 class PushResult(StepResult):
     pushed: bool
     reason: str
-    version: Optional[int] = None
-    version_dir: Optional[str] = None
-    served_version: Optional[int] = None
-    record_path: Optional[str] = None
+    version: int | None = None
+    version_dir: str | None = None
+    served_version: int | None = None
+    record_path: str | None = None

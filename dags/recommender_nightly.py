@@ -1,0 +1,152 @@
+"""Nightly retraining of the multimodal CTR recommender (Airflow 3, TaskFlow).
+
+Thin wiring only: every task calls one function of `pipeline.orchestration`, which imports its
+component (and with it TensorFlow or Beam) at run time, so this file parses in milliseconds.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import pendulum
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+
+from pipeline import orchestration as orch
+from pipeline.config import load_config
+
+log = logging.getLogger(__name__)
+CONFIG = load_config()  # a YAML read, no database: safe at parse time
+
+DOC = """
+### Nightly recommender retraining
+
+validate → preprocess (Beam + tf.Transform) → stage shards on local SSD → train (one task
+launching all MultiWorkerMirroredStrategy workers) → evaluate against the **served** model →
+gate → push to TF Serving → summary.
+
+* **Data date D**: the logical date (a nightly run at 02:00 processes the day that just ended),
+  or the `run_date` param, or for a manual run without a logical date the day before `run_after`.
+  Training uses the `train_days` days before D; evaluation uses D itself.
+* **Gate**: a NOT_BLESSED model skips the push; the run still succeeds and the `gate` and
+  `summary` task logs say why. `force_push` needs a `force_reason`, recorded with the push.
+* **Backfills** (`airflow backfill create`) never replace a model trained on newer data.
+* Retries are safe: preprocess and push are idempotent, training resumes from its backup.
+"""
+
+PARAMS = {
+    "run_date": Param(None, type=["null", "string"], format="date",
+                      description="Data date D (YYYY-MM-DD). Empty: the logical date."),
+    "train_days": Param(CONFIG.window.train_days, type="integer", minimum=1, maximum=90,
+                        description="Days before D in the training window."),
+    "epochs": Param(CONFIG.train.epochs, type="integer", minimum=1, maximum=100,
+                    description="Training epochs."),
+    "workers": Param(CONFIG.train.workers, type="integer", minimum=1, maximum=64,
+                     description="MultiWorkerMirroredStrategy workers (all launched by one task)."),
+    "min_auc": Param(CONFIG.eval.min_auc, type=["null", "number"], minimum=0, maximum=1,
+                     description="Absolute gate: candidate AUC must reach this. Empty: none."),
+    "max_auc_drop": Param(CONFIG.eval.max_auc_drop, type=["null", "number"], minimum=0, maximum=1,
+                          description="Relative gate: AUC may drop at most this below the served model."),
+    "skip_push": Param(False, type="boolean", description="Evaluate but never push."),
+    "force_push": Param(False, type="boolean",
+                        description="Push even if NOT_BLESSED (requires force_reason)."),
+    "force_reason": Param(None, type=["null", "string"], description="Why the push is forced; recorded."),
+    "allow_backfill_push": Param(False, type="boolean",
+                                 description="Let a run older than the served model's data serve."),
+}
+
+
+def _log_failure(context) -> None:
+    """One clear line for on-call: which run, which task, which try, what broke."""
+    ti = context["ti"]
+    log.error("RECO FAILED dag=%s run=%s task=%s try=%s: %s", ti.dag_id, ti.run_id, ti.task_id,
+              ti.try_number, context.get("exception"))
+
+
+def _spec(spec: dict) -> orch.RunSpec:
+    return orch.RunSpec.from_dict(spec)
+
+
+@dag(
+    dag_id="recommender_nightly",
+    schedule=CronDataIntervalTimetable(CONFIG.schedule.cron, timezone=CONFIG.schedule.timezone),
+    start_date=pendulum.datetime(2026, 1, 1, tz=CONFIG.schedule.timezone),
+    catchup=False,
+    max_active_runs=1,
+    params=PARAMS,
+    doc_md=DOC,
+    tags=["recommender", "training"],
+    default_args={
+        "retries": CONFIG.schedule.retries,
+        "retry_delay": dt.timedelta(seconds=CONFIG.schedule.retry_delay_s),
+        "on_failure_callback": _log_failure,
+    },
+)
+def recommender_nightly():
+    @task(retries=0, execution_timeout=dt.timedelta(minutes=2))
+    def resolve_run() -> dict:
+        """Check the form's params and fix the data date; bad params fail here, before any work."""
+        ctx = get_current_context()
+        dag_run = ctx["dag_run"]
+        return orch.resolve_run(dict(ctx["params"]), dag_run.logical_date, dag_run.run_after,
+                                dag_run.run_id).to_dict()
+
+    @task(execution_timeout=dt.timedelta(minutes=20))
+    def validate(spec: dict) -> dict:
+        """Partitions present, schemas right, row counts and label rate vs the day before."""
+        return orch.run_validate(_spec(spec))
+
+    @task(execution_timeout=dt.timedelta(hours=2))
+    def preprocess(spec: dict, _validated: dict) -> dict:
+        """Beam + tf.Transform → transformed TFRecord shards (idempotent: reruns replace)."""
+        return orch.run_preprocess(_spec(spec))
+
+    @task(execution_timeout=dt.timedelta(hours=1))
+    def stage(spec: dict, _pre: dict) -> dict:
+        """Copy each worker's shards to local SSD, verified and published atomically."""
+        return orch.run_stage(_spec(spec))
+
+    @task(pool=CONFIG.schedule.training_pool,
+          execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600))
+    def train(spec: dict, _staged: dict) -> dict:
+        """ONE task launches and supervises all workers (mapped tasks are not co-scheduled)."""
+        return orch.run_train(_spec(spec))
+
+    @task(execution_timeout=dt.timedelta(hours=1))
+    def evaluate(spec: dict, _trained: dict) -> dict:
+        """Candidate vs the version TF Serving serves now, on the day-D holdout."""
+        return orch.run_evaluate(_spec(spec))
+
+    @task.short_circuit(ignore_downstream_trigger_rules=False, retries=0)
+    def gate(spec: dict, evaluation: dict) -> bool:
+        """NOT_BLESSED (or skip_push) skips the push; the run still succeeds."""
+        go, reason = orch.gate(_spec(spec), evaluation)
+        log.info("GATE %s", reason)
+        return go
+
+    @task(execution_timeout=dt.timedelta(minutes=30))
+    def push(spec: dict, _evaluation: dict) -> dict:
+        """Atomic publish of a new version into TF Serving's model directory."""
+        return orch.run_push(_spec(spec))
+
+    @task(trigger_rule="none_failed", retries=0)
+    def summary(spec: dict, preprocessed: dict, trained: dict, evaluation: dict) -> dict:
+        """The run's summary: rows, AUCs, blessing, served version, report and TensorBoard paths."""
+        ctx = get_current_context()
+        pushed = ctx["ti"].xcom_pull(task_ids="push")
+        _, reason = orch.gate(_spec(spec), evaluation)
+        results = {"preprocess": preprocessed, "train": trained, "evaluate": evaluation, "push": pushed}
+        return orch.summarize(_spec(spec), results, reason)
+
+    spec = resolve_run()
+    validated = validate(spec)
+    preprocessed = preprocess(spec, validated)
+    staged = stage(spec, preprocessed)
+    trained = train(spec, staged)
+    evaluation = evaluate(spec, trained)
+    gated = gate(spec, evaluation)
+    pushed = push(spec, evaluation)
+    gated >> pushed
+    pushed >> summary(spec, preprocessed, trained, evaluation)
+
+
+recommender_nightly()

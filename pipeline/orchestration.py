@@ -1,0 +1,181 @@
+"""What each DAG task does, as plain functions of a small `RunSpec`: the DAG file only wires them.
+
+Why here and not in the DAG file: the same functions serve the Airflow tasks, `make demo` and the
+tests, and the DAG file stays cheap to parse (components, and with them TensorFlow and Beam, are
+imported inside the functions, at task run time only). Tasks exchange `RunSpec` and the typed
+step results as JSON dicts: paths, counts and metrics, never data.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.config import Config, ConfigError, load_config
+from pipeline.paths import RunPaths, parse_date
+from pipeline.results import EvalResult, PreprocessResult, PushResult, StepResult, TrainResult
+
+log = logging.getLogger(__name__)
+
+# Form param -> config key it overrides. None (the form's "empty") keeps the configured value.
+PARAM_TO_CONFIG = {
+    "train_days": "window.train_days",
+    "epochs": "train.epochs",
+    "workers": "train.workers",
+    "min_auc": "eval.min_auc",
+    "max_auc_drop": "eval.max_auc_drop",
+    "allow_backfill_push": "push.allow_backfill",
+}
+
+
+class ParamError(ValueError):
+    """A run's form params are unusable; raised before any work, naming the param."""
+
+
+@dataclass(frozen=True)
+class RunSpec(StepResult):
+    run_date: str
+    run_id: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    skip_push: bool = False
+    force_push: bool = False
+    force_reason: str | None = None
+
+    def load(self) -> tuple[Config, RunPaths]:
+        config = load_config(overrides=self.overrides)
+        return config, RunPaths.for_run(config, self.run_date, self.run_id)
+
+
+def data_date(params: dict, logical_date: dt.datetime | None, run_after: dt.datetime | None) -> dt.date:
+    """The data date D of a run: the run-date param, else the logical date, else the day before run_after.
+
+    A scheduled run for the interval [D 02:00, D+1 02:00) has logical date D: it trains on the
+    days before D and evaluates on D, which is complete by then. A manual run triggered without
+    a logical date gets the last complete day before it was triggered.
+    """
+    if params.get("run_date"):
+        try:
+            return parse_date(params["run_date"])
+        except ValueError as err:
+            raise ParamError(f"param 'run_date': {err}") from err
+    if logical_date is not None:
+        return logical_date.date()
+    if run_after is not None:
+        return (run_after - dt.timedelta(days=1)).date()
+    raise ParamError("param 'run_date': no run date, logical date or run_after to derive it from")
+
+
+def resolve_run(params: dict, logical_date, run_after, run_id: str) -> RunSpec:
+    """Check the form's params and turn them into a RunSpec, before any work is done."""
+    run_date = data_date(params, logical_date, run_after)
+    if params.get("force_push") and not (params.get("force_reason") or "").strip():
+        raise ParamError("param 'force_reason': required when force_push is true")
+    if params.get("force_push") and params.get("skip_push"):
+        raise ParamError("param 'skip_push': cannot be combined with force_push")
+    overrides = {}
+    for name, key in PARAM_TO_CONFIG.items():
+        if params.get(name) is not None:
+            overrides[key] = params[name]
+            try:
+                load_config(overrides={key: params[name]})
+            except ConfigError as err:
+                raise ParamError(f"param {name!r}: {err}") from err
+    spec = RunSpec(run_date.isoformat(), run_id, overrides, bool(params.get("skip_push")),
+                   bool(params.get("force_push")), params.get("force_reason"))
+    spec.load()  # the whole config must load with these overrides
+    log.info("run %s: data date %s, overrides %s", run_id, spec.run_date, overrides or "none")
+    return spec
+
+
+def _run_component(spec: RunSpec, step: str, **kwargs) -> dict:
+    """Import the step's component at run time, run it, and record how long its body took."""
+    module = importlib.import_module(f"components.{step}")
+    config, paths = spec.load()
+    start = time.perf_counter()
+    result = module.run(config, paths, **kwargs)
+    seconds = time.perf_counter() - start
+    paths.run_dir.mkdir(parents=True, exist_ok=True)
+    with open(paths.run_dir / "timings.jsonl", "a") as out:
+        out.write(json.dumps({"step": step, "seconds": seconds}) + "\n")
+    log.info("%s finished in %.1f s", step, seconds)
+    return result.to_dict()
+
+
+def run_validate(spec: RunSpec) -> dict:
+    return _run_component(spec, "validate")
+
+
+def run_preprocess(spec: RunSpec) -> dict:
+    return _run_component(spec, "preprocess")
+
+
+def run_stage(spec: RunSpec) -> dict:
+    return _run_component(spec, "stage")
+
+
+def run_train(spec: RunSpec) -> dict:
+    return _run_component(spec, "train")
+
+
+def run_evaluate(spec: RunSpec) -> dict:
+    return _run_component(spec, "evaluate")
+
+
+def gate(spec: RunSpec, evaluation: dict) -> tuple[bool, str]:
+    """Should the push run? Returns (go, reason); the reason is logged and lands in the summary."""
+    result = EvalResult.from_dict(evaluation)
+    if spec.skip_push:
+        return False, "push skipped: the run's skip_push param is set"
+    if result.blessed:
+        return True, f"BLESSED: candidate AUC {result.candidate_auc:.4f}"
+    if spec.force_push:
+        return True, f"NOT_BLESSED but force_push: {spec.force_reason}"
+    return False, "NOT_BLESSED: " + "; ".join(result.reasons)
+
+
+def run_push(spec: RunSpec) -> dict:
+    return _run_component(spec, "push", force=spec.force_push, force_reason=spec.force_reason)
+
+
+def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str | None = None) -> dict:
+    """One record a person reads first: rows, AUCs, blessing, served version, where things are."""
+    config, paths = spec.load()
+    pre = PreprocessResult.from_dict(results["preprocess"]) if results.get("preprocess") else None
+    train = TrainResult.from_dict(results["train"]) if results.get("train") else None
+    ev = EvalResult.from_dict(results["evaluate"]) if results.get("evaluate") else None
+    pushed = PushResult.from_dict(results["push"]) if results.get("push") else None
+    summary = {
+        "run_date": spec.run_date,
+        "run_id": spec.run_id,
+        "train_examples": pre.train_examples if pre else None,
+        "eval_examples": pre.eval_examples if pre else None,
+        "rejected_rows": pre.rejected if pre else None,
+        "candidate_auc": ev.candidate_auc if ev else None,
+        "baseline_auc": ev.baseline_auc if ev else None,
+        "baseline_version": ev.baseline_version if ev else None,
+        "blessed": ev.blessed if ev else None,
+        "gate": gate_reason,
+        "pushed": bool(pushed and pushed.pushed),
+        "push_reason": pushed.reason if pushed else gate_reason,
+        "served_version": served_version(config),
+        "served_path": str(paths.model_base),
+        "report": ev.report_path if ev else None,
+        "tensorboard": train.tensorboard_dir if train else None,
+        "training_examples_per_s": train.examples_per_s if train else None,
+    }
+    out = paths.run_dir / "summary.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2))
+    log.info("SUMMARY %s", json.dumps(summary))
+    return summary
+
+
+def served_version(config: Config) -> int | None:
+    """The highest complete version under the model's serving dir: what TF Serving serves."""
+    base = config.data.serving_base / config.push.model_name
+    versions = [int(p.name) for p in base.glob("*") if p.is_dir() and p.name.isdigit()] if base.exists() else []
+    return max(versions) if versions else None

@@ -1,0 +1,21 @@
+# Source me: an Airflow home inside var/ (SQLite, LocalExecutor) on the project's dags folder.
+# Idempotent: `airflow db migrate` and `airflow pools set` are safe to repeat.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$ROOT/var/airflow}"
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+export AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=60
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export TF_USE_LEGACY_KERAS=1
+export TF_CPP_MIN_LOG_LEVEL=2
+export PATH="$ROOT/.venv/bin:$PATH"
+
+reco_airflow_init() {
+  mkdir -p "$AIRFLOW_HOME"
+  airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log"; return 1; }
+  # The training task runs in this pool; a task whose pool does not exist is never scheduled.
+  local slots
+  slots=$(python -c "from pipeline.config import load_config; print(load_config().schedule.training_pool_slots)")
+  airflow pools set training "$slots" "MultiWorkerMirroredStrategy training gangs" >/dev/null
+}
