@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ class GeneratorConfig:
 @dataclass(frozen=True)
 class PreprocessConfig:
     runner: str = "DirectRunner"
+    direct_running_mode: str = "multi_processing"  # or "in_memory" / "multi_threading" (DirectRunner)
     direct_num_workers: int = 0          # 0 = one per core
     beam_args: tuple[str, ...] = ()      # passed through to PipelineOptions
     max_rejected_fraction: float = 0.01
@@ -241,7 +243,7 @@ def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
 def _coerce(key: str, value: Any, hint: Any) -> Any:
     """Check `value` against a field's type hint; ints widen to float, lists become tuples."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union:  # Optional[X]
+    if origin in (typing.Union, types.UnionType):  # Optional[X], X | None
         if value is None:
             return None
         return _coerce(key, value, next(a for a in args if a is not type(None)))

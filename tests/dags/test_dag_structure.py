@@ -1,0 +1,125 @@
+import datetime as dt
+import json
+import subprocess
+import sys
+
+import pendulum
+import pytest
+
+from pipeline import orchestration as orch
+from tests.dags.conftest import AIRFLOW_ENV
+
+
+def test_dagbag_has_no_import_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert "recommender_nightly" in dagbag.dag_ids
+
+
+def test_task_graph(nightly):
+    downstream = {t.task_id: sorted(t.downstream_task_ids) for t in nightly.tasks}
+    assert downstream == {
+        "resolve_run": sorted(["validate", "preprocess", "stage", "train", "evaluate", "gate", "push", "summary"]),
+        "validate": ["preprocess"],
+        "preprocess": ["stage", "summary"],
+        "stage": ["train"],
+        "train": ["evaluate", "summary"],
+        "evaluate": ["gate", "push", "summary"],
+        "gate": ["push"],
+        "push": ["summary"],
+        "summary": [],
+    }
+    assert nightly.get_task("train").pool == "training"
+    assert nightly.get_task("summary").trigger_rule == "none_failed"
+    assert nightly.max_active_runs == 1 and nightly.catchup is False
+    assert all(t.execution_timeout for t in nightly.tasks if t.task_id not in ("gate", "summary"))
+    assert nightly.doc_md and all(t.doc_md for t in nightly.tasks)
+
+
+def test_schedule_has_day_long_data_intervals(nightly):
+    """A bare cron string gives zero-length intervals in Airflow 3; the timetable must not."""
+    from airflow.sdk import CronDataIntervalTimetable
+    from airflow.timetables.base import DataInterval
+    from airflow.timetables.interval import CronDataIntervalTimetable as SchedulerTimetable
+
+    assert isinstance(nightly.timetable, CronDataIntervalTimetable)
+    assert nightly.timetable.expression == "0 2 * * *"
+    # What the scheduler builds from this definition:
+    timetable = SchedulerTimetable(nightly.timetable.expression, nightly.timetable.timezone)
+    last = DataInterval(pendulum.datetime(2026, 11, 6, 2, tz="UTC"), pendulum.datetime(2026, 11, 7, 2, tz="UTC"))
+    nxt = timetable.next_dagrun_info(last_automated_data_interval=last, restriction=_unrestricted())
+    assert nxt.data_interval.end - nxt.data_interval.start == dt.timedelta(days=1)
+    assert nxt.logical_date == pendulum.datetime(2026, 11, 7, 2, tz="UTC")
+
+
+def _unrestricted():
+    from airflow.timetables.base import TimeRestriction
+
+    return TimeRestriction(earliest=None, latest=None, catchup=True)
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [("workers", 0), ("epochs", "ten"), ("min_auc", 1.5), ("train_days", 0), ("skip_push", "maybe")],
+)
+def test_form_refuses_out_of_range_params(nightly, param, value):
+    from airflow.sdk.definitions.param import ParamsDict
+
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = ParamsDict(dict(nightly.params.items()))
+    params.validate()  # the defaults are valid
+    with pytest.raises(ParamValidationError, match=f"param {param}"):
+        params[param] = value
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"force_push": True}, "param 'force_reason': required"),
+        ({"force_push": True, "force_reason": "  "}, "param 'force_reason'"),
+        ({"force_push": True, "force_reason": "hotfix", "skip_push": True}, "param 'skip_push'"),
+        ({"run_date": "08/11/2026"}, "param 'run_date'"),
+        ({"workers": 0}, "param 'workers'"),
+        ({"min_auc": 3}, "param 'min_auc'"),
+    ],
+)
+def test_resolve_run_refuses_bad_params_naming_them(params, message):
+    with pytest.raises(orch.ParamError, match=message):
+        orch.resolve_run(params, pendulum.datetime(2026, 11, 4, tz="UTC"), None, "manual__x")
+
+
+def test_data_date_falls_back_from_param_to_logical_date_to_run_after():
+    logical, after = pendulum.datetime(2026, 11, 4, 2, tz="UTC"), pendulum.datetime(2026, 11, 9, 12, tz="UTC")
+    assert orch.data_date({"run_date": "2026-11-01"}, logical, after) == dt.date(2026, 11, 1)
+    assert orch.data_date({"run_date": None}, logical, after) == dt.date(2026, 11, 4)
+    assert orch.data_date({}, None, after) == dt.date(2026, 11, 8)
+
+
+def test_resolve_run_turns_params_into_config_overrides():
+    spec = orch.resolve_run({"workers": 3, "epochs": 1, "min_auc": None, "skip_push": True},
+                            None, pendulum.datetime(2026, 11, 9, tz="UTC"), "manual__2026-11-09T00:00:00+00:00")
+    config, paths = spec.load()
+    assert config.train.workers == 3 and config.train.epochs == 1 and spec.skip_push
+    assert paths.run_id == "manual__2026-11-09T00_00_00_00_00" and spec.run_date == "2026-11-08"
+
+
+def test_dag_file_parses_fast_without_tensorflow_beam_or_database(dag_file, tmp_path):
+    """Parse hygiene: no TF/Beam import, no metadata-DB access (the DB URL points nowhere)."""
+    code = f"""
+import importlib.util, json, sys, time
+import airflow.sdk, pendulum  # the DAG processor has these loaded already
+from airflow.sdk import dag, task, Param, CronDataIntervalTimetable
+start = time.perf_counter()
+spec = importlib.util.spec_from_file_location("nightly", {str(dag_file)!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps({{"seconds": time.perf_counter() - start,
+                  "heavy": [m for m in ("tensorflow", "apache_beam", "tensorflow_transform") if m in sys.modules]}}))
+"""
+    env = {**AIRFLOW_ENV, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path}/missing/dir/airflow.db",
+           "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == []
+    assert result["seconds"] < 1.0, result
