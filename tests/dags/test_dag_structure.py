@@ -63,7 +63,6 @@ def _unrestricted():
 )
 def test_form_refuses_out_of_range_params(nightly, param, value):
     from airflow.sdk.definitions.param import ParamsDict
-
     from airflow.sdk.exceptions import ParamValidationError
 
     params = ParamsDict(dict(nightly.params.items()))

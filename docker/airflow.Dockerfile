@@ -1,0 +1,24 @@
+# Airflow image: scheduler, API server, DAG processor and LocalExecutor/Celery workers.
+# The project is installed so tasks can run locally, but the DAG files import only `pipeline`
+# (pure Python): TensorFlow and Beam load inside task processes, never on the parse path.
+FROM apache/airflow:3.3.2-python3.11
+
+USER root
+RUN apt-get update && apt-get install -y --no-install-recommends build-essential \
+    && rm -rf /var/lib/apt/lists/*
+USER airflow
+
+WORKDIR /opt/reco
+COPY --chown=airflow:root constraints.txt setup.py ./
+COPY --chown=airflow:root pipeline ./pipeline
+COPY --chown=airflow:root components ./components
+RUN pip install --no-cache-dir -c constraints.txt -e .
+COPY --chown=airflow:root conf ./conf
+COPY --chown=airflow:root dags ./dags
+COPY --chown=airflow:root scripts ./scripts
+
+ENV PYTHONPATH=/opt/reco \
+    TF_USE_LEGACY_KERAS=1 \
+    RECO_CONFIG=/opt/reco/conf/params.yaml \
+    AIRFLOW__CORE__DAGS_FOLDER=/opt/reco/dags \
+    AIRFLOW__CORE__LOAD_EXAMPLES=False

@@ -1,0 +1,101 @@
+"""End to end through real Airflow: `airflow dags test` on a temp SQLite home, tiny generated data.
+
+Order matters and is the story on-call lives through: a first model is served; a day whose
+labels carry no signal is NOT_BLESSED and the push is skipped while the run succeeds; a backfill
+of an older date produces its own outputs but never replaces the model trained on newer data.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.config import PROJECT_ROOT
+from tests.conftest import make_tiny_config
+from tests.dags.conftest import AIRFLOW_ENV
+
+pytestmark = pytest.mark.slow
+FIRST, SERVED_DAY, SHUFFLED_DAY, BACKFILL_DAY = (dt.date(2026, 11, d) for d in (1, 5, 6, 4))
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    from pipeline.datagen import generate
+
+    root = tmp_path_factory.mktemp("e2e")
+    config = make_tiny_config(root, **{"schedule.retries": 0, "train.epochs": 2})
+    (root / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
+    g = config.generator
+    generate(config.data.raw_root, FIRST, 6, users=g.users, items=g.items, events_per_day=g.events_per_day,
+             seed=g.seed, faults={SHUFFLED_DAY: ["shuffled_labels"]}, with_ceiling=False)
+    env = {**os.environ, **AIRFLOW_ENV, "AIRFLOW_HOME": str(root / "airflow"), "RECO_CONFIG": str(root / "params.yaml"),
+           "PYTHONPATH": str(PROJECT_ROOT), "TF_USE_LEGACY_KERAS": "1",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    init = subprocess.run(["bash", "-c", f"source {PROJECT_ROOT}/scripts/airflow_env.sh && reco_airflow_init"],
+                          env=env, capture_output=True, text=True)
+    assert init.returncode == 0, init.stdout + init.stderr
+    return config, env, root
+
+
+def dags_test(e2e, day: dt.date, conf: dict | None = None, expect_success: bool = True) -> str:
+    _, env, root = e2e
+    cmd = ["airflow", "dags", "test", "recommender_nightly", day.isoformat()]
+    if conf:
+        cmd += ["--conf", json.dumps(conf)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    log = done.stdout + done.stderr
+    (root / f"dag_{day}.log").write_text(log)
+    assert (done.returncode == 0) == expect_success, log[-6000:]
+    assert ("state=success" in log) == expect_success, log[-6000:]
+    return log
+
+
+def summary_of(config, day: dt.date) -> dict:
+    found = sorted((config.data.artifact_root / "runs" / day.isoformat()).glob("*/summary.json"))
+    assert len(found) == 1, found
+    return json.loads(found[0].read_text())
+
+
+def test_first_run_serves_a_model(e2e):
+    config = e2e[0]
+    dags_test(e2e, SERVED_DAY)
+    summary = summary_of(config, SERVED_DAY)
+    assert summary["blessed"] and summary["pushed"], summary
+    assert summary["baseline_version"] is None and summary["served_version"] == 1
+    assert summary["train_examples"] > 3000 and summary["candidate_auc"] > 0.55
+    assert (config.data.serving_base / config.push.model_name / "1" / "saved_model.pb").exists()
+    assert Path(summary["report"]).exists() and Path(summary["tensorboard"]).exists()
+
+
+def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e):
+    config = e2e[0]
+    log = dags_test(e2e, SHUFFLED_DAY)
+    summary = summary_of(config, SHUFFLED_DAY)
+    assert summary["blessed"] is False and summary["pushed"] is False, summary
+    assert summary["baseline_version"] == 1 and summary["served_version"] == 1
+    assert "GATE NOT_BLESSED" in log and "NOT_BLESSED" in summary["gate"]
+    assert "task_id=push" in log and "skipped" in log.lower()
+
+
+def test_backfilled_older_date_never_replaces_the_newer_model(e2e):
+    config = e2e[0]
+    dags_test(e2e, BACKFILL_DAY)
+    summary = summary_of(config, BACKFILL_DAY)
+    assert summary["pushed"] is False and summary["served_version"] == 1, summary
+    assert "older" in (summary["push_reason"] or "").lower() or "backfill" in (summary["push_reason"] or "").lower()
+    run_dir = next((config.data.artifact_root / "runs" / BACKFILL_DAY.isoformat()).iterdir())
+    assert (run_dir / "examples" / "manifest.json").exists() and (run_dir / "train" / "model").exists()
+
+
+def test_bad_params_fail_before_any_work_with_one_clear_line(e2e):
+    config = e2e[0]
+    log = dags_test(e2e, dt.date(2026, 11, 3), conf={"force_push": True}, expect_success=False)
+    assert "param 'force_reason': required when force_push is true" in log
+    assert "RECO FAILED dag=recommender_nightly" in log and "task=resolve_run" in log
+    assert not (config.data.artifact_root / "runs" / "2026-11-03").exists()

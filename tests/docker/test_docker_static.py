@@ -1,0 +1,77 @@
+"""No Docker engine here: check statically what can be checked, so the images and compose file line up."""
+import re
+from pathlib import Path
+
+import yaml
+
+from pipeline.config import PROJECT_ROOT
+
+DOCKER = PROJECT_ROOT / "docker"
+
+
+def compose() -> dict:
+    return yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
+
+
+def pinned(package: str) -> str:
+    text = (PROJECT_ROOT / "constraints.txt").read_text()
+    return re.search(rf"^{re.escape(package)}==(\S+)$", text, re.MULTILINE).group(1)
+
+
+def dockerfile_instructions(name: str) -> list[tuple[str, str]]:
+    lines = (DOCKER / name).read_text().replace("\\\n", " ").splitlines()
+    return [tuple(line.split(maxsplit=1)) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_compose_services_and_ports():
+    services = compose()["services"]
+    assert {"postgres", "airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+            "tf-serving"} <= set(services)
+    assert "8080:8080" in services["airflow-apiserver"]["ports"]
+    assert {"8500:8500", "8501:8501"} <= set(services["tf-serving"]["ports"])
+    assert services["airflow-scheduler"]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql")
+
+
+def test_tf_serving_reads_the_models_config_that_push_writes_at_the_same_path():
+    services = compose()["services"]
+    serving_base = services["airflow-scheduler"]["environment"]["RECO__DATA__SERVING_BASE"]
+    flags = dict(arg.lstrip("-").split("=", 1) for arg in services["tf-serving"]["command"])
+    assert flags["model_config_file"] == f"{serving_base}/models.config"
+    assert flags["rest_api_port"] == "8501" and flags["port"] == "8500"
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in services["tf-serving"]["volumes"]}
+    airflow_mounts = {m.split(":")[1]: m.split(":")[0] for m in services["airflow-scheduler"]["volumes"]}
+    assert serving_base in mounts and mounts[serving_base] == "../var/serving"
+    # The Airflow side sees the same host folder at the same path.
+    assert airflow_mounts["/opt/reco/var"] == "../var" and serving_base.startswith("/opt/reco/var/")
+
+
+def test_images_pin_the_constrained_versions():
+    airflow_from = dict(dockerfile_instructions("airflow.Dockerfile"))["FROM"]
+    worker_from = dict(dockerfile_instructions("worker.Dockerfile"))["FROM"]
+    assert airflow_from == f"apache/airflow:{pinned('apache-airflow')}-python3.11"
+    assert worker_from == f"tensorflow/tensorflow:{pinned('tensorflow')}-gpu"
+    serving_image = compose()["services"]["tf-serving"]["image"]
+    assert serving_image.startswith("tensorflow/serving:")
+
+
+def test_every_copied_path_exists_and_installs_with_constraints():
+    for name in ("airflow.Dockerfile", "worker.Dockerfile"):
+        instructions = dockerfile_instructions(name)
+        for op, args in instructions:
+            if op == "COPY":
+                sources = [a for a in args.split() if not a.startswith("--")][:-1]
+                for source in sources:
+                    assert (PROJECT_ROOT / source).exists(), (name, source)
+        runs = " ".join(args for op, args in instructions if op == "RUN")
+        assert "-c constraints.txt" in runs, name
+
+
+def test_compose_builds_from_the_repo_and_runs_the_project_init():
+    airflow = compose()["services"]["airflow-init"]
+    assert airflow["build"]["dockerfile"] == "docker/airflow.Dockerfile"
+    assert (DOCKER / airflow["build"]["context"] / "setup.py").exists()
+    assert "reco_airflow_init" in " ".join(airflow["command"])
+    assert Path(PROJECT_ROOT / "scripts" / "airflow_env.sh").exists()
+    worker = dict(dockerfile_instructions("worker.Dockerfile"))
+    assert "components.train.worker" in worker["CMD"]
+    assert (PROJECT_ROOT / "components" / "train" / "worker.py").exists()
