@@ -139,9 +139,23 @@ def recommender_nightly():
 
     spec = resolve_run()
     validated = validate(spec)
-    preprocessed = preprocess(spec, validated)
-    staged = stage(spec, preprocessed)
-    trained = train(spec, staged)
+    if CONFIG.train.backend == "kubernetes":   # heavy steps as pods, same CLIs and image
+        from pipeline import k8s_operators
+
+        preprocess_op = k8s_operators.preprocess_pod(CONFIG, execution_timeout=dt.timedelta(hours=2),
+                                                     doc_md="Beam launcher pod (runner from config).")
+        validated >> preprocess_op
+        preprocessed = preprocess_op.output
+        staged = stage(spec, preprocessed)
+        train_op = k8s_operators.train_pod(CONFIG, pool=CONFIG.schedule.training_pool,
+                                           execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600),
+                                           doc_md="Gang launcher pod for the worker manifests.")
+        staged >> train_op
+        trained = train_op.output
+    else:
+        preprocessed = preprocess(spec, validated)
+        staged = stage(spec, preprocessed)
+        trained = train(spec, staged)
     evaluation = evaluate(spec, trained)
     gated = gate(spec, evaluation)
     pushed = push(spec, evaluation)

@@ -1,5 +1,6 @@
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 
@@ -7,6 +8,7 @@ import pendulum
 import pytest
 
 from pipeline import orchestration as orch
+from pipeline.config import PROJECT_ROOT
 from tests.dags.conftest import AIRFLOW_ENV
 
 
@@ -122,3 +124,38 @@ print(json.dumps({{"seconds": time.perf_counter() - start,
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
     assert result["seconds"] < 1.0, result
+
+
+def test_kubernetes_backend_runs_heavy_steps_as_pods(tmp_path):
+    """What the scale-out switch would submit: same CLIs, worker image, run date from resolve_run."""
+    code = """
+import json
+from airflow.dag_processing.dagbag import DagBag
+import sys
+def env_dict(env):
+    return env if isinstance(env, dict) else {e.name: e.value for e in env}
+dag = DagBag(dag_folder=sys.argv[1]).dags["recommender_nightly"]
+out = {}
+for task_id in ("preprocess", "train"):
+    t = dag.get_task(task_id)
+    out[task_id] = {"type": type(t).__name__, "image": t.image, "cmds": t.cmds, "arguments": t.arguments,
+                    "namespace": t.namespace, "pool": t.pool, "env": env_dict(t.env_vars),
+                    "upstream": sorted(t.upstream_task_ids)}
+print(json.dumps(out))
+"""
+    env = {**os.environ, **AIRFLOW_ENV, "RECO__TRAIN__BACKEND": "kubernetes", "RECO__TRAIN__IMAGE": "reco-worker:1.2",
+           "RECO__TRAIN__NAMESPACE": "ml", "RECO__PREPROCESS__RUNNER": "DataflowRunner",
+           "RECO__PREPROCESS__BEAM_ARGS": "['--project=acme', '--region=europe-west4']"}
+    done = subprocess.run([sys.executable, "-c", code, str(PROJECT_ROOT / "dags")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pods = json.loads(done.stdout.strip().splitlines()[-1])
+    pre, train = pods["preprocess"], pods["train"]
+    assert pre["type"] == train["type"] == "KubernetesPodOperator"
+    assert pre["image"] == train["image"] == "reco-worker:1.2" and pre["namespace"] == "ml"
+    assert pre["cmds"] == ["python", "-m", "components.preprocess"]
+    assert "--runner=DataflowRunner" in pre["arguments"] and "--project=acme" in pre["arguments"]
+    assert train["cmds"] == ["python", "-m", "components.train"] and "kubernetes" in train["arguments"]
+    assert "resolve_run" in pre["arguments"][1] and "/airflow/xcom/return.json" in train["arguments"]
+    assert train["pool"] == "training" and train["upstream"] == ["stage"]
+    assert pre["env"]["TF_USE_LEGACY_KERAS"] == "1" and "RECO__DATA__SERVING_BASE" in pre["env"]

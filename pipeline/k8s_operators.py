@@ -1,0 +1,62 @@
+"""Heavy steps as KubernetesPodOperator tasks, for `train.backend: kubernetes`.
+
+The pods run the same CLIs as local runs (`python -m components.<step>`) from the worker image,
+with the run's data date and form overrides templated in from the `resolve_run` XCom, and hand
+their typed result back through the XCom sidecar (`--result-json /airflow/xcom/return.json`).
+The provider is imported only when this backend is selected: it costs seconds at parse time.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.config import Config
+
+RUN_DATE = "{{ ti.xcom_pull(task_ids='resolve_run')['run_date'] }}"
+OVERRIDES = "{{ ti.xcom_pull(task_ids='resolve_run')['overrides'] | tojson }}"
+XCOM_RESULT = "/airflow/xcom/return.json"
+
+
+def step_arguments(extra: tuple[str, ...] | list[str] = ()) -> list[str]:
+    return ["--date", RUN_DATE, "--run-id", "{{ run_id }}", "--overrides-json", OVERRIDES,
+            "--result-json", XCOM_RESULT, *extra]
+
+
+def step_env(config: Config) -> dict[str, str]:
+    """Data roots as the pods see them (shared storage mounted at the same paths)."""
+    return {
+        "TF_USE_LEGACY_KERAS": "1",
+        "RECO__DATA__RAW_ROOT": str(config.data.raw_root),
+        "RECO__DATA__ARTIFACT_ROOT": str(config.data.artifact_root),
+        "RECO__DATA__STAGING_ROOT": str(config.data.staging_root),
+        "RECO__DATA__SERVING_BASE": str(config.data.serving_base),
+    }
+
+
+def pod_step(task_id: str, module: str, config: Config, extra_args=(), **task_kwargs: Any):
+    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+    return KubernetesPodOperator(
+        task_id=task_id,
+        name=f"reco-{task_id}",
+        namespace=config.train.namespace,
+        image=config.train.image,
+        cmds=["python", "-m", module],
+        arguments=step_arguments(extra_args),
+        env_vars=step_env(config),
+        labels={"app": "reco-nightly", "step": task_id},
+        do_xcom_push=True,
+        get_logs=True,
+        on_finish_action="delete_pod",
+        **task_kwargs,
+    )
+
+
+def preprocess_pod(config: Config, **task_kwargs: Any):
+    """The Beam launcher pod: the pipeline itself runs on the runner named in the Beam flags."""
+    beam = [f"--runner={config.preprocess.runner}", *config.preprocess.beam_args]
+    return pod_step("preprocess", "components.preprocess", config, beam, **task_kwargs)
+
+
+def train_pod(config: Config, **task_kwargs: Any):
+    """The gang launcher pod: submits the worker manifests and supervises them (all or none)."""
+    return pod_step("train", "components.train", config, ["--backend", "kubernetes"], **task_kwargs)
