@@ -80,3 +80,27 @@ def run_paths(tiny_config):
     from pipeline.paths import RunPaths
 
     return RunPaths.for_run(tiny_config, RUN_DATE, "session")
+
+
+@pytest.fixture(scope="session")
+def preprocessed(tiny_config, run_paths, raw_data):
+    """The real preprocess stage, once per session, on the tiny clean days."""
+    from components import preprocess, validate
+
+    validate.run(tiny_config, run_paths)
+    return preprocess.run(tiny_config, run_paths)
+
+
+@pytest.fixture(scope="session")
+def staged(tiny_config, run_paths, preprocessed):
+    from components import stage
+
+    return stage.run(tiny_config, run_paths)
+
+
+@pytest.fixture(scope="session")
+def trained(tiny_config, run_paths, staged):
+    """The real 2-worker training launch, once per session."""
+    from components import train
+
+    return train.run(tiny_config, run_paths)
