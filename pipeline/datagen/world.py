@@ -38,7 +38,8 @@ class WorldSpec:
     items: int = 1000
     ctr: float = 0.12
     seed: int = 7
-    taste_strength: float = 2.5   # how strongly hidden factors drive clicks
+    taste_strength: float = 2.5   # how strongly user x item factors drive clicks
+    appeal_strength: float = 1.0  # how strongly an item's own (visible) appeal drives clicks
 
 
 class World:
@@ -49,7 +50,11 @@ class World:
         rng = np.random.default_rng([spec.seed, 0])
         self.user_factors = rng.normal(size=(spec.users, FACTORS)).astype(np.float32) / np.sqrt(FACTORS)
         self.item_factors = rng.normal(size=(spec.items, FACTORS)).astype(np.float32)
-        self.item_popularity = rng.normal(0.0, 0.5, size=spec.items).astype(np.float32)
+        # Appeal is partly visible in the item's factors (so in its image and title): some items
+        # just look more clickable. It gives small models a main effect to learn first.
+        appeal_direction = rng.normal(size=FACTORS).astype(np.float32) / np.sqrt(FACTORS)
+        self.item_popularity = (spec.appeal_strength * (self.item_factors @ appeal_direction)
+                                + rng.normal(0.0, 0.3, size=spec.items)).astype(np.float32)
         self.user_platform = rng.choice(len(F.PLATFORMS), size=spec.users, p=PLATFORM_SHARES)
         self.user_activity = rng.pareto(2.0, size=spec.users) + 1.0
         self.user_activity /= self.user_activity.sum()
