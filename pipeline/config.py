@@ -52,7 +52,7 @@ class GeneratorConfig:
 @dataclass(frozen=True)
 class PreprocessConfig:
     runner: str = "DirectRunner"
-    direct_running_mode: str = "multi_processing"  # or "in_memory" / "multi_threading" (DirectRunner)
+    direct_running_mode: str = "auto"    # auto: in_memory for small inputs, else multi_processing
     direct_num_workers: int = 0          # 0 = one per core
     beam_args: tuple[str, ...] = ()      # passed through to PipelineOptions
     max_rejected_fraction: float = 0.01
@@ -63,8 +63,8 @@ class PreprocessConfig:
     readers_per_worker: int = 2          # shards = workers x readers_per_worker x shard_multiple
     shard_multiple: int = 2
     compression: str = ""                # "" or "GZIP"; uncompressed is 5x faster to read here
-    side_input_max_items: int = 200_000  # catalog joined as side input up to this size
-    staging_keep_runs: int = 2           # staged runs kept on local SSD per date
+    side_input_max_items: int = 100_000  # side-input join up to this (~8.3 KB/item/worker), else CoGBK
+    staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,9 @@ class TrainConfig:
     readers: int = 4                     # files read in parallel per worker
     deterministic: bool = False          # reproducible input order (tests)
     seed: int = 0
+    k8s_flavor: str = "tfjob"            # "tfjob" (Kubeflow) or "indexed-job" (+ headless Service)
+    k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
+    export: bool = True                  # false: train + evaluate only (benchmarks)
 
 
 @dataclass(frozen=True)
@@ -173,10 +176,13 @@ _CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
     "train.startup_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
     "train.kill_grace_s": (lambda v: v >= 0, "a float >= 0 (seconds)"),
     "train.timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "train.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
     "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
     "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
     "preprocess.shard_multiple": (lambda v: v >= 1, "an int >= 1"),
+    "preprocess.direct_running_mode": (lambda v: v in ("auto", "in_memory", "multi_processing", "multi_threading"),
+                                       "'auto', 'in_memory', 'multi_processing' or 'multi_threading'"),
     "generator.ctr": (lambda v: 0 < v < 1, "a rate in (0, 1)"),
     "eval.min_auc": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
     "eval.max_auc_drop": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),

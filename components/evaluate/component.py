@@ -13,12 +13,13 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from components.evaluate import gate, metrics, report
 from components.evaluate.data import EvalBatch, EvalData
+from components.evaluate.outputs import BLESSED, METRICS_FILE, NOT_BLESSED, REPORT_FILE, SAMPLE_FILE
 from components.push import layout
 from pipeline import features as F
 from pipeline import fsutil
@@ -28,10 +29,6 @@ from pipeline.results import EvalResult
 
 log = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.json"
-SAMPLE_FILE = "eval_sample.json"
-REPORT_FILE = "report.html"
-BLESSED, NOT_BLESSED = "BLESSED", "NOT_BLESSED"
 
 
 class EvalError(RuntimeError):
@@ -147,15 +144,6 @@ def _publish(eval_dir: Path, result: dict[str, Any], sample: list[dict[str, Any]
     report.plot_calibration(tmp / "calibration.png", label, curves)
     report.write_html(tmp / REPORT_FILE, _json_safe(result), ["roc.png", "calibration.png"])
     fsutil.publish_dir(tmp, eval_dir)
-
-
-def read_verdict(eval_dir: Path) -> Optional[tuple[bool, list[str]]]:
-    """(blessed, lines) from the marker in `eval_dir`, or None when evaluation has not run."""
-    for marker, blessed in ((BLESSED, True), (NOT_BLESSED, False)):
-        path = eval_dir / marker
-        if path.exists():
-            return blessed, path.read_text().splitlines()[1:]
-    return None
 
 
 def _json_safe(value: Any) -> Any:

@@ -8,7 +8,7 @@ NOT_BLESSED that says why. The same holds when thresholds exist but none can be 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from pipeline.config import EvalConfig
 
@@ -26,8 +26,8 @@ class Verdict:
         return {"blessed": self.blessed, "reasons": self.reasons, "passed": self.passed, "notes": self.notes}
 
 
-def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: Optional[dict[str, Any]],
-           baseline_version: Optional[int]) -> Verdict:
+def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] | None,
+           baseline_version: int | None) -> Verdict:
     v = Verdict(blessed=False)
     if cfg.min_auc is None and cfg.max_log_loss is None and cfg.max_auc_drop is None:
         v.reasons.append(f"{NO_THRESHOLDS} (eval.min_auc, eval.max_log_loss and eval.max_auc_drop "
@@ -37,10 +37,11 @@ def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: Optional[dict[s
         v.reasons.append(f"candidate produced {candidate['non_finite_predictions']} non-finite predictions")
     auc, loss = candidate["auc"], candidate["log_loss"]
     if cfg.min_auc is not None:
-        _check(v, auc is not None and auc >= cfg.min_auc, f"AUC {_f(auc)} >= eval.min_auc {cfg.min_auc}")
+        _check(v, auc is not None and auc >= cfg.min_auc,
+               f"AUC {_f(auc)} %s eval.min_auc {cfg.min_auc}", (">=", "is below"))
     if cfg.max_log_loss is not None:
         _check(v, loss is not None and loss <= cfg.max_log_loss,
-               f"log loss {_f(loss)} <= eval.max_log_loss {cfg.max_log_loss}")
+               f"log loss {_f(loss)} %s eval.max_log_loss {cfg.max_log_loss}", ("<=", "is above"))
     if cfg.max_auc_drop is not None:
         if baseline is None:
             v.notes.append("no baseline (no model is served yet): eval.max_auc_drop not applied, "
@@ -49,8 +50,8 @@ def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: Optional[dict[s
             base_auc = baseline["auc"]
             floor = None if base_auc is None else base_auc - cfg.max_auc_drop
             _check(v, auc is not None and floor is not None and auc >= floor,
-                   f"AUC {_f(auc)} >= served version {baseline_version} AUC {_f(base_auc)} "
-                   f"- eval.max_auc_drop {cfg.max_auc_drop}")
+                   f"AUC {_f(auc)} %s served version {baseline_version} AUC {_f(base_auc)} "
+                   f"- eval.max_auc_drop {cfg.max_auc_drop} = {_f(floor)}", (">=", "is below"))
     elif baseline is None:
         v.notes.append("no baseline (no model is served yet): absolute thresholds only")
     if not v.passed and not v.reasons:
@@ -60,9 +61,10 @@ def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: Optional[dict[s
     return v
 
 
-def _check(v: Verdict, ok: bool, claim: str) -> None:
-    (v.passed if ok else v.reasons).append(claim if ok else f"failed: {claim}")
+def _check(v: Verdict, ok: bool, claim: str, words: tuple[str, str]) -> None:
+    """Record `claim` with words[0] ("AUC 0.7 >= ...") if it held, else with words[1]."""
+    (v.passed if ok else v.reasons).append(claim % (words[0] if ok else words[1]))
 
 
-def _f(x: Optional[float]) -> str:
+def _f(x: float | None) -> str:
     return "undefined" if x is None else f"{x:.4f}"

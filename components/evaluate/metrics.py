@@ -9,7 +9,7 @@ sort of the scores, so 200 replicates of a million rows cost seconds, not minute
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from sklearn import metrics as skm
@@ -79,7 +79,7 @@ def weighted_auc(label: np.ndarray, prob: np.ndarray, weights: np.ndarray) -> np
 
 
 def user_bootstrap(label: np.ndarray, users: np.ndarray, candidate: np.ndarray,
-                   baseline: Optional[np.ndarray], samples: int, seed: int,
+                   baseline: np.ndarray | None, samples: int, seed: int,
                    level: float = 0.95) -> dict[str, Any]:
     """Percentile CIs of the candidate AUC and of (candidate - baseline) AUC, resampling users."""
     _, inverse = np.unique(users, return_inverse=True)
@@ -101,7 +101,7 @@ def user_bootstrap(label: np.ndarray, users: np.ndarray, candidate: np.ndarray,
     return out
 
 
-def _interval(values: np.ndarray, level: float) -> dict[str, Optional[float]]:
+def _interval(values: np.ndarray, level: float) -> dict[str, float | None]:
     values = values[np.isfinite(values)]
     if not len(values):
         return {"low": None, "high": None, "mean": None, "std": None}
@@ -111,7 +111,7 @@ def _interval(values: np.ndarray, level: float) -> dict[str, Optional[float]]:
             "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0}
 
 
-def deltas(candidate: dict[str, Any], baseline: Optional[dict[str, Any]]) -> dict[str, Optional[float]]:
+def deltas(candidate: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, float | None]:
     """candidate - baseline for each numeric metric both have."""
     if baseline is None:
         return {}

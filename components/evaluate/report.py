@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +90,7 @@ def _metric_table(m: dict[str, Any]) -> str:
     return "".join(rows) + "</table>"
 
 
-def _bootstrap(b: Optional[dict[str, Any]]) -> str:
+def _bootstrap(b: dict[str, Any] | None) -> str:
     if not b:
         return ""
     level = int(round(b["level"] * 100))
@@ -103,8 +103,9 @@ def _bootstrap(b: Optional[dict[str, Any]]) -> str:
 
 
 def _slice_table(rows: list[dict[str, Any]], has_baseline: bool) -> str:
-    head = "<tr><th>slice</th><th>value</th><th>count</th><th>label rate</th><th>AUC</th><th>log loss</th>" \
-           "<th>calibration</th>" + ("<th>baseline AUC</th><th>AUC delta</th>" if has_baseline else "") + "</tr>"
+    cols = ["slice", "value", "count", "label rate", "AUC", "log loss", "calibration"]
+    cols += ["baseline AUC", "AUC delta"] if has_baseline else []
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"
     out = ["<table>", head]
     for r in rows:
         if "skipped" in r:

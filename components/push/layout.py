@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pipeline import fsutil
 
@@ -37,7 +37,7 @@ def list_versions(model_base: Path) -> list[int]:
                   if p.is_dir() and p.name.isdigit() and not p.name.startswith("."))
 
 
-def served_version(model_base: Path) -> Optional[int]:
+def served_version(model_base: Path) -> int | None:
     """The version TF Serving serves under the `latest` policy: the highest integer."""
     versions = list_versions(model_base)
     return versions[-1] if versions else None
@@ -47,7 +47,7 @@ def version_dir(model_base: Path, version: int) -> Path:
     return model_base / str(version)
 
 
-def read_push_record(vdir: Path) -> Optional[dict[str, Any]]:
+def read_push_record(vdir: Path) -> dict[str, Any] | None:
     """The record written inside a pushed version, or None for a version pushed by hand."""
     path = vdir / ASSETS_EXTRA / PUSH_RECORD
     if not path.exists():

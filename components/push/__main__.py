@@ -1,0 +1,57 @@
+"""CLI for pushing a run's model to TF Serving, and for rolling back.
+
+  python -m components.push push --date 2026-11-08 [--run-id ID] [--config FILE] [--set k=v]
+                                 [--force --reason TEXT] [--allow-backfill]
+  python -m components.push rollback --reason TEXT [--to-version N] [--config FILE]
+
+Exit status 0 when a version was pushed / restored, 3 when the push was skipped (not blessed,
+backfill), 1 on error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from components.evaluate.__main__ import parse_overrides
+from pipeline.config import load_config
+from pipeline.paths import RunPaths
+
+SKIPPED_EXIT = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.push", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    push = sub.add_parser("push", help="publish the run's model as the next version")
+    push.add_argument("--date", required=True)
+    push.add_argument("--run-id", default="cli")
+    push.add_argument("--force", action="store_true", help="push even if NOT_BLESSED (needs --reason)")
+    push.add_argument("--reason", default=None, help="why --force (recorded in the push record)")
+    push.add_argument("--allow-backfill", action="store_true", default=None,
+                      help="let an older data date replace the served model")
+    back = sub.add_parser("rollback", help="serve the previous version again")
+    back.add_argument("--reason", required=True)
+    back.add_argument("--to-version", type=int, default=None)
+    for p in (push, back):
+        p.add_argument("--config", default=None)
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from components.push import rollback, run
+
+    config = load_config(args.config, overrides=parse_overrides(args.set))
+    if args.command == "push":
+        result = run(config, RunPaths.for_run(config, args.date, args.run_id), force=args.force,
+                     force_reason=args.reason, allow_backfill=args.allow_backfill)
+    else:
+        result = rollback(config, args.reason, args.to_version)
+    print(json.dumps(result.to_dict(), indent=2))
+    return 0 if result.pushed else SKIPPED_EXIT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

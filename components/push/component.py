@@ -1,0 +1,175 @@
+"""Push: publish a BLESSED model as the next TF Serving version, verify it, keep K versions.
+
+Order of operations, and why:
+1. Gate: BLESSED, or force + a reason (recorded). The evaluated model's digest must match the
+   model on disk: a verdict is about bytes, not about a path.
+2. Skip when the served model is this very model (an idempotent retry), or when this run's
+   data is older than the served model's (a backfill must not replace fresher data by
+   default; `allow_backfill` overrides).
+3. Stage a copy beside the model dir, add warmup requests and the push record, fsync,
+   rename to the next integer version: TF Serving sees all of it or none of it.
+4. Verify in a fresh process against the evaluation's predictions; on mismatch unpublish
+   (atomically) and fail. Only then write models.config, the history record and apply
+   retention.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+from components.evaluate.outputs import METRICS_FILE, SAMPLE_FILE, read_verdict
+from components.push import layout, publish, serving_files
+from components.push.verify import verify_version
+from pipeline import fsutil
+from pipeline.config import Config
+from pipeline.paths import RunPaths
+from pipeline.results import PushResult
+
+log = logging.getLogger(__name__)
+
+RUN_RECORD = "push_record.json"
+
+
+class PushError(RuntimeError):
+    """The push could not be completed safely (no evaluation, verification mismatch, ...)."""
+
+
+def run(config: Config, paths: RunPaths, force: bool = False, force_reason: str | None = None,
+        allow_backfill: bool | None = None) -> PushResult:
+    if force and not (force_reason or "").strip():
+        raise PushError("--force needs a reason (it is recorded in the push record)")
+    allow_backfill = config.push.allow_backfill if allow_backfill is None else allow_backfill
+    evaluation = _load_evaluation(paths)
+    blessed, lines = evaluation["verdict"]
+    if not blessed and not force:
+        return _skip(paths, f"not blessed: {'; '.join(lines) or 'see ' + str(paths.eval_dir)}")
+    digest = layout.tree_digest(paths.model_dir)
+    if digest != evaluation["metrics"]["candidate_digest"]:
+        raise PushError(f"{paths.model_dir} is not the model that was evaluated (digest changed): "
+                        "re-run evaluation; --force overrides a verdict, not a mismatch")
+    with publish.push_lock(paths.serving_base, paths.model_name):
+        publish.clean_stale(paths.serving_base, paths.model_name)
+        fsutil.remove_stale_temps(paths.serving_base, "models.config")
+        served = layout.served_version(paths.model_base)
+        served_record = layout.read_push_record(layout.version_dir(paths.model_base, served)) \
+            if served is not None else None
+        if served_record and served_record.get("model_digest") == digest:
+            return _already_served(config, paths, served, served_record)
+        served_date = served_record.get("data_date") if served_record else None
+        if served_date and paths.ds < served_date and not allow_backfill:
+            return _skip(paths, f"backfill: run data date {paths.ds} is older than served version "
+                         f"{served}'s data date {served_date}; not replacing fresher data "
+                         "(use --allow-backfill / push.allow_backfill to override)", served)
+        return _push(config, paths, evaluation, digest, served,
+                     {"forced": bool(force and not blessed), "force_reason": force_reason if force else None,
+                      "backfill": bool(served_date and paths.ds < served_date)})
+
+
+def _load_evaluation(paths: RunPaths) -> dict[str, Any]:
+    verdict = read_verdict(paths.eval_dir)
+    if verdict is None or not (paths.eval_dir / SAMPLE_FILE).exists():
+        raise PushError(f"no evaluation in {paths.eval_dir}: run the evaluate step first "
+                        "(force overrides its verdict, not its absence)")
+    return {
+        "verdict": verdict,
+        "metrics": json.loads((paths.eval_dir / METRICS_FILE).read_text()),
+        "sample": json.loads((paths.eval_dir / SAMPLE_FILE).read_text())["examples"],
+    }
+
+
+def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: str,
+          served: int | None, flags: dict[str, Any]) -> PushResult:
+    name, base = paths.model_name, paths.serving_base
+    examples = evaluation["sample"][: config.push.warmup_requests]
+    body = serving_files.rest_body(examples)
+    expected = [e["candidate_probability"] for e in examples]
+    version = layout.next_version(base, name)
+    metrics = evaluation["metrics"]
+    record = {
+        "version": version, "model_name": name, "source": "push", "run_id": paths.run_id,
+        "run_date": paths.ds, "data_date": paths.ds, "pushed_at": _now(), "model_dir": str(paths.model_dir),
+        "model_digest": digest, "previous_version": served, **flags,
+        "evaluation": {"blessed": evaluation["verdict"][0], "reasons": evaluation["verdict"][1],
+                       "candidate_auc": metrics["candidate"]["auc"],
+                       "baseline_version": metrics["baseline_version"],
+                       "metrics_path": str(paths.eval_dir / METRICS_FILE)},
+        "expected_predictions": expected,
+    }
+    extras = {
+        layout.PUSH_RECORD: json.dumps(record, indent=2).encode(),
+        layout.VERIFY_REQUESTS: json.dumps(body).encode(),
+        layout.WARMUP_FILE: b"",
+    }
+    tmp = publish.stage(paths.model_dir, base, name, version, digest, extras)
+    serving_files.write_warmup(tmp / layout.ASSETS_EXTRA / layout.WARMUP_FILE,
+                               serving_files.warmup_records(examples, name))
+    vdir = publish.publish(tmp, paths.model_base, version)
+    log.info("published %s (previously served: %s); verifying in a fresh process", vdir, served)
+    check = verify_version(vdir, body, expected, config.push.verify_tolerance, config.push.verify_timeout_s)
+    record["verification"] = check.to_dict()
+    if not check.ok:
+        layout.unpublish(vdir)
+        layout.write_history(base, name, "push", version, {**record, "unpublished": True})
+        _write_run_record(paths, {**record, "pushed": False, "unpublished": True})
+        raise PushError(f"verification of version {version} failed, unpublished it "
+                        f"(version {served} is served again): {check.detail}")
+    serving_files.write_models_config(base, name)
+    history = layout.write_history(base, name, "push", version, record)
+    removed = publish.apply_retention(paths.model_base, config.push.keep_versions)
+    tflite = _maybe_tflite(config, paths)
+    _write_run_record(paths, {**record, "pushed": True, "history_record": str(history),
+                              "retention_removed": removed, "tflite": tflite})
+    log.info("version %d serves; %s", version, check.detail)
+    return PushResult(pushed=True, reason=f"pushed version {version}: {check.detail}", version=version,
+                      version_dir=str(vdir), served_version=version,
+                      record_path=str(paths.push_dir / RUN_RECORD))
+
+
+def _already_served(config: Config, paths: RunPaths, served: int, record: dict[str, Any]) -> PushResult:
+    """A retry after a push that published: verify it if that was never recorded, then stop."""
+    history = layout.read_history(paths.serving_base, paths.model_name, "push").get(served)
+    vdir = layout.version_dir(paths.model_base, served)
+    if not (history and history.get("verification", {}).get("ok")):
+        body = json.loads((vdir / layout.ASSETS_EXTRA / layout.VERIFY_REQUESTS).read_text())
+        check = verify_version(vdir, body, record["expected_predictions"], config.push.verify_tolerance,
+                               config.push.verify_timeout_s)
+        if not check.ok:
+            layout.unpublish(vdir)
+            raise PushError(f"served version {served} (this model) fails verification, unpublished: "
+                            f"{check.detail}")
+        serving_files.write_models_config(paths.serving_base, paths.model_name)
+        layout.write_history(paths.serving_base, paths.model_name, "push", served,
+                             {**record, "verification": check.to_dict()})
+    reason = f"this model is already served as version {served} (retry of a completed push)"
+    _write_run_record(paths, {**record, "pushed": True, "note": reason})
+    return PushResult(pushed=True, reason=reason, version=served, version_dir=str(vdir),
+                      served_version=served, record_path=str(paths.push_dir / RUN_RECORD))
+
+
+def _skip(paths: RunPaths, reason: str, served: int | None = None) -> PushResult:
+    served = layout.served_version(paths.model_base) if served is None else served
+    log.warning("push skipped: %s", reason)
+    _write_run_record(paths, {"pushed": False, "reason": reason, "run_id": paths.run_id,
+                              "run_date": paths.ds, "served_version": served, "at": _now()})
+    return PushResult(pushed=False, reason=reason, served_version=served,
+                      record_path=str(paths.push_dir / RUN_RECORD))
+
+
+def _maybe_tflite(config: Config, paths: RunPaths) -> dict[str, Any] | None:
+    if not config.push.tflite:
+        return None
+    from components.push.tflite import convert_and_measure
+
+    return convert_and_measure(paths.model_dir, paths.push_dir / "model.tflite",
+                               json.loads((paths.eval_dir / SAMPLE_FILE).read_text())["examples"],
+                               model_cfg=config.model, runs=100)
+
+
+def _write_run_record(paths: RunPaths, record: dict[str, Any]) -> None:
+    fsutil.write_json_atomic(paths.push_dir / RUN_RECORD, record)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -1,0 +1,110 @@
+"""Staging, atomic publish, retention and the push lock.
+
+A version becomes visible to TF Serving by exactly one `rename(2)` of a complete, fsynced
+directory: the staging temp lives beside the model dir (hidden, same filesystem) so the
+rename is atomic, and a process killed at any instant leaves either no new version or a
+complete one, plus a hidden temp that the next push deletes.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from components.push import layout
+from pipeline import fsutil
+
+log = logging.getLogger(__name__)
+
+# Test hook: seconds to sleep after each copied file, so a crash test can SIGKILL mid-copy.
+COPY_DELAY_ENV = "RECO_PUSH_TEST_COPY_DELAY_S"
+
+
+class PublishError(RuntimeError):
+    """A staged copy is not the evaluated model, or the target version already exists."""
+
+
+@contextlib.contextmanager
+def push_lock(serving_base: Path, model_name: str) -> Iterator[None]:
+    """One push or rollback at a time per model (the kernel drops the lock if we are killed)."""
+    serving_base.mkdir(parents=True, exist_ok=True)
+    with open(layout.lock_path(serving_base, model_name), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def clean_stale(serving_base: Path, model_name: str) -> list[Path]:
+    removed = layout.stale_temps(serving_base, model_name)
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    if removed:
+        log.warning("removed %d staging leftovers of killed pushes: %s", len(removed), removed)
+    return removed
+
+
+def copy_tree(src: Path, dst: Path) -> int:
+    """Copy file by file (the crash test's delay hook sits in this loop); returns bytes."""
+    delay = float(os.environ.get(COPY_DELAY_ENV) or 0)
+    total = 0
+    dst.mkdir(parents=True)
+    for path in sorted(src.rglob("*")):
+        target = dst / path.relative_to(src)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+        total += path.stat().st_size
+        if delay:
+            time.sleep(delay)
+    return total
+
+
+def stage(src: Path, serving_base: Path, model_name: str, version: int, digest: str,
+          extras: dict[str, bytes]) -> Path:
+    """Copy `src` into a hidden temp beside the model dir, check it, add assets.extra files."""
+    tmp = fsutil.temp_sibling(serving_base / model_name, f"push-v{version}")
+    copy_tree(src, tmp)
+    copied = layout.tree_digest(tmp)
+    if copied != digest:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PublishError(f"staged copy of {src} has digest {copied[:12]}, expected {digest[:12]} "
+                           "(the model changed after it was evaluated, or the copy is corrupt)")
+    extra_dir = tmp / layout.ASSETS_EXTRA
+    extra_dir.mkdir(exist_ok=True)
+    for name, data in extras.items():
+        (extra_dir / name).write_bytes(data)
+    return tmp
+
+
+def publish(tmp: Path, model_base: Path, version: int) -> Path:
+    """fsync the staged tree, then rename it to <model_base>/<version> in one step."""
+    final = layout.version_dir(model_base, version)
+    if final.exists():
+        raise PublishError(f"{final} already exists; versions are never overwritten")
+    model_base.mkdir(parents=True, exist_ok=True)
+    fsutil.fsync_tree(tmp)
+    os.rename(tmp, final)
+    fsutil.fsync_dir(model_base)
+    fsutil.fsync_dir(model_base.parent)
+    return final
+
+
+def apply_retention(model_base: Path, keep: int) -> list[int]:
+    """Keep the `keep` highest versions, and always the served one and the one before it."""
+    versions = layout.list_versions(model_base)
+    protected = set(versions[-max(keep, 2):])
+    removed = [v for v in versions if v not in protected]
+    for v in removed:
+        layout.unpublish(layout.version_dir(model_base, v))
+    if removed:
+        log.info("retention (keep %d): removed versions %s", keep, removed)
+    return removed

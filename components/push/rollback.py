@@ -1,0 +1,100 @@
+"""Rollback: serve the previous model again, atomically, with the reason on record.
+
+Mechanism: the previous version's directory is re-published under a NEW, higher version
+number (copy to a hidden temp, fsync, rename), not pinned in models.config. Why:
+- it works with any model server setup: TF Serving's file-system poller picks up a new
+  highest version within seconds, while a changed models.config is only read by a server
+  started with --model_config_file_poll_wait_seconds (or after a restart / ReloadConfig);
+- "served = highest integer version" stays true, which the evaluation gate (baseline),
+  the backfill check and retention all rely on; a pin would make them lie;
+- the rolled-back version stays on disk for debugging, and the restored copy carries the
+  data date of the model it restores, so the next nightly run replaces it as usual.
+
+Which version is "previous": the highest version below the served one that was not itself
+rolled back from, and that is not the same bytes as the served model; so a second
+rollback goes one model further back instead of flapping between two versions.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+from components.push import layout, publish, serving_files
+from components.push.verify import verify_version
+from pipeline.config import Config
+from pipeline.results import PushResult
+
+log = logging.getLogger(__name__)
+
+
+class RollbackError(RuntimeError):
+    """Nothing to roll back to, or the restored version fails verification."""
+
+
+def rollback(config: Config, reason: str, to_version: int | None = None) -> PushResult:
+    if not (reason or "").strip():
+        raise RollbackError("a rollback needs a reason (it is recorded)")
+    base, name = config.data.serving_base, config.push.model_name
+    model_base = base / name
+    with publish.push_lock(base, name):
+        publish.clean_stale(base, name)
+        served = layout.served_version(model_base)
+        if served is None:
+            raise RollbackError(f"no version is served under {model_base}: nothing to roll back")
+        target = to_version if to_version is not None else _previous(base, name, served)
+        tdir = layout.version_dir(model_base, target)
+        if target == served or not tdir.is_dir():
+            raise RollbackError(f"cannot roll back to version {target}: "
+                                f"{'it is the served one' if target == served else 'no such version'}")
+        target_record = layout.read_push_record(tdir) or {}
+        version = layout.next_version(base, name)
+        record = {**target_record, "version": version, "source": "rollback", "restored_from": target,
+                  "rolled_back_from": served, "reason": reason, "pushed_at": _now()}
+        # The copy carries the warmup and verification requests; the record is the rollback's.
+        tmp = publish.stage(tdir, base, name, version, layout.tree_digest(tdir),
+                            {layout.PUSH_RECORD: json.dumps(record, indent=2).encode()})
+        vdir = publish.publish(tmp, model_base, version)
+        record["verification"] = _verify(config, vdir, target_record)
+        if record["verification"] and not record["verification"]["ok"]:
+            layout.unpublish(vdir)
+            layout.write_history(base, name, "rollback", version, {**record, "unpublished": True})
+            raise RollbackError(f"restored copy of version {target} fails verification, unpublished: "
+                                f"{record['verification']['detail']}")
+        serving_files.write_models_config(base, name)
+        path = layout.write_history(base, name, "rollback", version, record)
+        publish.apply_retention(model_base, config.push.keep_versions)
+    message = f"rolled back: version {version} restores version {target} (was serving {served}): {reason}"
+    log.warning(message)
+    return PushResult(pushed=True, reason=message, version=version, version_dir=str(vdir),
+                      served_version=version, record_path=str(path))
+
+
+def _previous(base, name: str, served: int) -> int:
+    model_base = base / name
+    rolled_back = {r.get("rolled_back_from") for r in layout.read_history(base, name, "rollback").values()}
+    served_digest = layout.tree_digest(layout.version_dir(model_base, served))
+    for v in reversed(layout.list_versions(model_base)):
+        if v < served and v not in rolled_back and \
+                layout.tree_digest(layout.version_dir(model_base, v)) != served_digest:
+            return v
+    versions, skipped = layout.list_versions(model_base), sorted(rolled_back - {None})
+    raise RollbackError(f"no earlier version to roll back to under {model_base} "
+                        f"(versions {versions}, rolled back from {skipped})")
+
+
+def _verify(config: Config, vdir, target_record: dict[str, Any]) -> dict[str, Any] | None:
+    """Same check as a push when the restored model carries its requests and answers."""
+    requests = vdir / layout.ASSETS_EXTRA / layout.VERIFY_REQUESTS
+    expected = target_record.get("expected_predictions")
+    if not requests.exists() or not expected:
+        log.warning("version %s has no verification requests (pushed by hand?): not verified", vdir.name)
+        return None
+    body = json.loads(requests.read_text())
+    return verify_version(vdir, body, expected, config.push.verify_tolerance,
+                          config.push.verify_timeout_s).to_dict()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -1,0 +1,117 @@
+"""TF Serving's own files: models.config, warmup PredictionLogs, REST request bodies.
+
+All three are built from the protos of `tensorflow-serving-api` (or its documented JSON
+format), so what the tests parse back is exactly what the model server reads.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline import features as F
+from pipeline import fsutil
+
+SIGNATURE = "serving_default"
+
+
+def _padded(histories: list[list[int]]) -> np.ndarray:
+    """Right-pad with 0 to a common width (>= 1): a request batch is one dense tensor."""
+    width = max(1, max((len(h) for h in histories), default=0))
+    out = np.zeros((len(histories), width), dtype=np.int64)
+    for i, h in enumerate(histories):
+        out[i, : len(h)] = h
+    return out
+
+
+def rest_body(examples: list[dict[str, Any]]) -> dict[str, Any]:
+    """A TF Serving REST predict body in row ("instances") format for eval-sample examples."""
+    history = _padded([e[F.HISTORY] for e in examples])
+    return {
+        "signature_name": SIGNATURE,
+        "instances": [
+            {F.TITLE: e[F.TITLE], F.IMAGE: e[F.IMAGE], F.HISTORY: history[i].tolist()}
+            for i, e in enumerate(examples)
+        ],
+    }
+
+
+def warmup_records(examples: list[dict[str, Any]], model_name: str) -> list[bytes]:
+    """One batch-1 PredictRequest per example (the latency-critical shape), as PredictionLogs."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    records = []
+    for e in examples:
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = model_name
+        request.model_spec.signature_name = SIGNATURE
+        request.inputs[F.TITLE].CopyFrom(tf.make_tensor_proto([e[F.TITLE]], dtype=tf.string))
+        request.inputs[F.IMAGE].CopyFrom(
+            tf.make_tensor_proto(np.asarray([e[F.IMAGE]], dtype=np.float32)))
+        request.inputs[F.HISTORY].CopyFrom(tf.make_tensor_proto(_padded([e[F.HISTORY]])))
+        log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+        records.append(log.SerializeToString())
+    return records
+
+
+def write_warmup(path: Path, records: list[bytes]) -> None:
+    import tensorflow as tf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+
+
+def read_warmup(path: Path) -> list[Any]:
+    """The PredictionLog protos of a warmup file (for tests and for operators' sanity checks)."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    logs = []
+    for raw in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+        logs.append(prediction_log_pb2.PredictionLog.FromString(raw))
+    return logs
+
+
+def models_config_text(path: Path, model_name: str, base_path: Path) -> str:
+    """models.config with `model_name` -> `base_path` (latest version), other models kept.
+
+    An existing file that does not parse is an operator's file we do not understand:
+    raising beats silently replacing the config of other models on the same server.
+    """
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = model_server_config_pb2.ModelServerConfig()
+    if path.exists():
+        try:
+            text_format.Parse(path.read_text(), config)
+        except text_format.ParseError as err:
+            raise ValueError(f"{path} is not a ModelServerConfig text proto; fix or remove it: {err}") \
+                from err
+    entries = config.model_config_list.config
+    entry = next((c for c in entries if c.name == model_name), None) or entries.add()
+    entry.name = model_name
+    entry.base_path = str(base_path)
+    entry.model_platform = "tensorflow"
+    entry.model_version_policy.latest.num_versions = 1
+    return text_format.MessageToString(config)
+
+
+def write_models_config(serving_base: Path, model_name: str) -> Path:
+    """Atomically write <serving_base>/models.config (temp file, fsync, rename)."""
+    path = serving_base / "models.config"
+    text = models_config_text(path, model_name, (serving_base / model_name).resolve())
+    serving_base.mkdir(parents=True, exist_ok=True)
+    tmp = fsutil.temp_sibling(path)
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsutil.fsync_dir(serving_base)
+    return path

@@ -1,0 +1,208 @@
+"""Optional TF Lite artifacts for edge devices: convert, then size and batch-1 latency vs the SavedModel.
+
+Two conversions, each recorded with its error verbatim (docs/serving.md has the findings):
+1. The exported raw-feature signature, with TF Lite builtin ops, then with Select TF ops
+   (Flex: the device runtime must link TensorFlow kernels). Its tf.Transform part (string
+   split, vocabulary hash tables) has no builtin kernels, and the LSTMs were traced with a
+   dynamic batch, so their TensorList loop state has no static shape: builtins fail.
+2. The core model on transformed features (title_ids, image, history_ids) rebuilt from the
+   SavedModel's variables and retraced with batch 1: static shapes let the converter lower
+   the LSTM loops to builtins. On a device the app then tokenises and looks up ids itself.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from components.push import serving_files
+from pipeline import features as F
+from pipeline import fsutil
+
+log = logging.getLogger(__name__)
+
+SIGNATURE = "serving_default"
+
+
+def convert_raw(saved_model_dir: Path) -> tuple[bytes | None, str | None, dict[str, str]]:
+    """(flatbuffer, mode, errors by mode); flatbuffer is None when no mode converts."""
+    import tensorflow as tf
+
+    errors: dict[str, str] = {}
+    modes = (("builtins", [tf.lite.OpsSet.TFLITE_BUILTINS]),
+             ("select_tf_ops", [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]))
+    for mode, ops in modes:
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[SIGNATURE])
+        converter.target_spec.supported_ops = ops
+        try:
+            return converter.convert(), mode, errors
+        except Exception as err:  # noqa: BLE001 - ConverterError & co. have no stable public base class
+            errors[mode] = f"{type(err).__name__}: {err}"[:4000]
+            log.warning("TF Lite conversion with %s failed: %s", mode, errors[mode][:300])
+    return None, None, errors
+
+
+def batch1_inputs(example: dict[str, Any]) -> dict[str, np.ndarray]:
+    history = serving_files.rest_body([example])["instances"][0][F.HISTORY]
+    return {
+        F.TITLE: np.array([example[F.TITLE].encode()], dtype=object),
+        F.IMAGE: np.asarray([example[F.IMAGE]], dtype=np.float32),
+        F.HISTORY: np.asarray([history], dtype=np.int64),
+    }
+
+
+def latency_ms(call: Callable[[], Any], runs: int = 300, warmup: int = 20) -> dict[str, float]:
+    """p50/p99/mean wall time of `call` in milliseconds after `warmup` calls."""
+    for _ in range(warmup):
+        call()
+    times = np.empty(runs)
+    for i in range(runs):
+        start = time.perf_counter()
+        call()
+        times[i] = (time.perf_counter() - start) * 1000
+    return {"p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99)),
+            "mean_ms": float(times.mean()), "runs": runs}
+
+
+def savedmodel_latency(saved_model_dir: Path, inputs: dict[str, np.ndarray], runs: int = 300) -> dict:
+    import tensorflow as tf
+
+    fn = tf.saved_model.load(str(saved_model_dir)).signatures[SIGNATURE]
+    tensors = {k: tf.constant(v) for k, v in inputs.items()}
+    return latency_ms(lambda: fn(**tensors), runs)
+
+
+def tflite_runner(flatbuffer: bytes) -> Callable[..., dict[str, np.ndarray]]:
+    import tensorflow as tf
+
+    interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+    return interpreter.get_signature_runner(SIGNATURE)
+
+
+def convert_and_measure(saved_model_dir: Path, out_path: Path, examples: list[dict[str, Any]],
+                        model_cfg=None, runs: int = 300) -> dict[str, Any]:
+    """Write `out_path` (the core .tflite) when it converts; return sizes, latencies and errors.
+
+    `model_cfg` (pipeline ModelConfig) is needed to rebuild the core model; without it only
+    the raw-signature conversion is attempted.
+    """
+    report: dict[str, Any] = {"saved_model_mib": dir_mib(saved_model_dir), "converted": False}
+    inputs = batch1_inputs(examples[0])
+    report["saved_model"] = savedmodel_latency(saved_model_dir, inputs, runs)
+    report["raw_signature"] = _raw_signature(saved_model_dir, out_path.with_name("raw_signature.tflite"),
+                                             inputs, examples, runs)
+    if model_cfg is not None:
+        report["core"] = _core(saved_model_dir, out_path, model_cfg, runs)
+        report["converted"] = bool(report["core"].get("tflite_mib"))
+    fsutil.write_json_atomic(out_path.with_suffix(".json"), report)
+    return report
+
+
+def _raw_signature(saved_model_dir: Path, out_path: Path, inputs, examples, runs: int) -> dict[str, Any]:
+    flatbuffer, mode, errors = convert_raw(saved_model_dir)
+    out: dict[str, Any] = {"errors": errors, "converted": flatbuffer is not None}
+    if flatbuffer is None:
+        return out
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_bytes(flatbuffer)
+    out.update(mode=mode, path=str(out_path), tflite_mib=len(flatbuffer) / 2**20)
+    try:
+        runner = tflite_runner(flatbuffer)
+        out["tflite"] = latency_ms(lambda: runner(**inputs), runs)
+        out["max_abs_diff_vs_savedmodel"] = _agreement(saved_model_dir, runner, examples)
+    except (RuntimeError, ValueError) as err:
+        out["runtime_error"] = f"{type(err).__name__}: {err}"[:2000]
+        log.warning("raw-signature TF Lite model converted (%s) but does not run here: %s", mode, err)
+    return out
+
+
+def rebuild_core(saved_model_dir: Path, model_cfg):
+    """The Keras core model with the SavedModel's weights (matched by variable name and shape)."""
+    import tensorflow as tf
+
+    from components.train.model import VocabSizes, build_model
+
+    loaded = tf.saved_model.load(str(saved_model_dir))
+    saved = {v.name: v for v in loaded.model_variables}
+    vocab = VocabSizes(title=int(saved["title_embedding/embeddings:0"].shape[0]),
+                       items=int(saved["history_embedding/embeddings:0"].shape[0]))
+    model = build_model(model_cfg, vocab)
+    for var in model.variables:
+        source = saved.get(var.name)
+        if source is None or source.shape != var.shape:
+            raise ValueError(f"cannot rebuild the core model: {var.name} {var.shape} has no match in "
+                             f"{saved_model_dir} (model config differs from the export?)")
+        var.assign(source)
+    return model, loaded
+
+
+def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[str, Any]:
+    """Convert the batch-1 core model with builtins only; latency vs serving_transformed."""
+    import tensorflow as tf
+
+    try:
+        model, loaded = rebuild_core(saved_model_dir, model_cfg)
+    except (ImportError, KeyError, ValueError) as err:
+        return {"errors": {"rebuild": f"{type(err).__name__}: {err}"}}
+    specs = [tf.TensorSpec([1, model_cfg.title_len], tf.int64, name=F.TITLE_IDS),
+             tf.TensorSpec([1, F.IMAGE_DIM], tf.float32, name=F.IMAGE_Z),
+             tf.TensorSpec([1, model_cfg.history_len], tf.int64, name=F.HISTORY_IDS)]
+
+    @tf.function(input_signature=specs)
+    def core(title_ids, image, history_ids):
+        features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
+        return {"probability": model(features, training=False)}
+
+    # The converter saves the trackable it is given; a bare module with the variables saves in
+    # a second, the Keras model would re-trace every layer (~40 s, see train/export.py).
+    holder = tf.Module()
+    holder.variables_ = list(model.variables)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([core.get_concrete_function()], holder)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    try:
+        flatbuffer = converter.convert()
+    except Exception as err:  # noqa: BLE001 - ConverterError & co. have no stable public base class
+        return {"errors": {"builtins": f"{type(err).__name__}: {err}"[:4000]}}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_bytes(flatbuffer)
+    rng = np.random.default_rng(0)
+    x = {F.TITLE_IDS: _ids(rng, model_cfg.title_len, model.get_layer("title_embedding").input_dim),
+         F.IMAGE_Z: rng.normal(size=(1, F.IMAGE_DIM)).astype(np.float32),
+         F.HISTORY_IDS: _ids(rng, model_cfg.history_len, model.get_layer("history_embedding").input_dim)}
+    runner = tflite_runner(flatbuffer)
+    reference = loaded.signatures["serving_transformed"]
+    tensors = {k: tf.constant(v) for k, v in x.items()}
+    diff = float(np.abs(np.ravel(runner(**x)["probability"])
+                        - np.ravel(reference(**tensors)["probability"])).max())
+    return {"mode": "builtins", "path": str(out_path), "tflite_mib": len(flatbuffer) / 2**20,
+            "tflite": latency_ms(lambda: runner(**x), runs),
+            "savedmodel_transformed": latency_ms(lambda: reference(**tensors), runs),
+            "max_abs_diff_vs_savedmodel": diff}
+
+
+def _ids(rng, length: int, vocab: int) -> np.ndarray:
+    """A right-padded id row (0 = padding) of a typical fill: half the slots used."""
+    row = np.zeros((1, length), dtype=np.int64)
+    row[0, : length // 2] = rng.integers(1, vocab, size=length // 2)
+    return row
+
+
+def _agreement(saved_model_dir: Path, runner, examples: list[dict[str, Any]]) -> float:
+    import tensorflow as tf
+
+    fn = tf.saved_model.load(str(saved_model_dir)).signatures[SIGNATURE]
+    diffs = []
+    for example in examples:
+        inputs = batch1_inputs(example)
+        ref = np.asarray(fn(**{k: tf.constant(v) for k, v in inputs.items()})["probability"]).ravel()
+        got = np.asarray(runner(**inputs)["probability"]).ravel()
+        diffs.append(float(np.abs(ref - got).max()))
+    return max(diffs)
+
+
+def dir_mib(root: Path) -> float:
+    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file()) / 2**20

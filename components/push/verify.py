@@ -1,0 +1,107 @@
+"""Post-publish verification in a fresh process: load the version, answer a REST body, compare.
+
+Why a separate process: the pushing process already holds TensorFlow state (the eval-time
+graph, op registrations, caches); only a process that starts from nothing proves that the
+directory TF Serving will read is self-contained and loads on its own. The child speaks the
+REST row format (`{"instances": [...]}`) and answers `{"predictions": [...]}`, as the model
+server would.
+
+Child:  python -m components.push.verify --model-dir V --request body.json --output out.json
+Parent: `verify_version(...)` runs the child and compares with the evaluation's predictions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import PROJECT_ROOT
+
+
+@dataclass(frozen=True)
+class Verification:
+    ok: bool
+    max_abs_diff: float | None
+    predictions: list[float]
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "max_abs_diff": self.max_abs_diff, "predictions": self.predictions,
+                "detail": self.detail}
+
+
+def verify_version(vdir: Path, body: dict[str, Any], expected: list[float], tolerance: float,
+                   timeout_s: float) -> Verification:
+    """Run the child on `vdir`; ok when every |served - expected| <= tolerance."""
+    with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
+        request, output = Path(tmp) / "request.json", Path(tmp) / "response.json"
+        request.write_text(json.dumps(body))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        cmd = [sys.executable, "-m", "components.push.verify", "--model-dir", str(vdir),
+               "--request", str(request), "--output", str(output)]
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return Verification(False, None, [], f"verification process timed out after {timeout_s}s")
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            return Verification(False, None, [], f"verification process failed ({proc.returncode}): {tail}")
+        predictions = [_probability(p) for p in json.loads(output.read_text())["predictions"]]
+    if len(predictions) != len(expected):
+        return Verification(False, None, predictions,
+                            f"{len(predictions)} predictions for {len(expected)} requests")
+    diff = max(abs(a - b) for a, b in zip(predictions, expected, strict=True))
+    ok = diff <= tolerance
+    detail = f"max |served - evaluated| = {diff:.3g} over {len(expected)} examples " \
+             f"({'within' if ok else 'exceeds'} tolerance {tolerance:g})"
+    return Verification(ok, diff, predictions, detail)
+
+
+def _probability(prediction: Any) -> float:
+    """A row of a REST response: {"probability": [p]}, [p] or p."""
+    if isinstance(prediction, dict):
+        prediction = prediction["probability"]
+    while isinstance(prediction, list):
+        prediction = prediction[0]
+    return float(prediction)
+
+
+def predict_rest(model_dir: Path, body: dict[str, Any]) -> dict[str, Any]:
+    """Answer a REST row-format body with the SavedModel, as TF Serving would."""
+    import numpy as np
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(model_dir))
+    fn = loaded.signatures[body.get("signature_name", "serving_default")]
+    specs = fn.structured_input_signature[1]
+    instances = body["instances"]
+    inputs = {name: tf.constant(np.asarray([inst[name] for inst in instances]), dtype=spec.dtype)
+              for name, spec in specs.items()}
+    outputs = {k: v.numpy() for k, v in fn(**inputs).items()}
+    if len(outputs) == 1:
+        (values,) = outputs.values()
+        return {"predictions": values.tolist()}
+    return {"predictions": [{k: v[i].tolist() for k, v in outputs.items()} for i in range(len(instances))]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Load a SavedModel in a fresh process and answer a "
+                                     "TF Serving REST predict body.")
+    parser.add_argument("--model-dir", required=True, type=Path)
+    parser.add_argument("--request", required=True, type=Path)
+    parser.add_argument("--output", required=True, type=Path)
+    args = parser.parse_args(argv)
+    response = predict_rest(args.model_dir, json.loads(args.request.read_text()))
+    args.output.write_text(json.dumps(response))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

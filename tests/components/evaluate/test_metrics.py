@@ -1,0 +1,84 @@
+"""Metric, bootstrap and threshold logic on synthetic arrays (no TensorFlow)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from components.evaluate import gate, metrics
+from pipeline.config import EvalConfig
+
+
+def _scores(n=600, seed=0, signal=1.0):
+    rng = np.random.default_rng(seed)
+    label = (rng.random(n) < 0.3).astype(np.int64)
+    prob = 1 / (1 + np.exp(-(signal * label + rng.normal(size=n))))
+    return label, np.round(prob, 2)          # rounding creates ties, which sklearn counts as 1/2
+
+
+def test_weighted_auc_matches_sklearn_with_ties_and_weights():
+    label, prob = _scores()
+    weights = np.random.default_rng(1).integers(0, 4, size=(5, len(label))).astype(float)
+    got = metrics.weighted_auc(label, prob, weights)
+    want = [roc_auc_score(label, prob, sample_weight=w) for w in weights]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_user_bootstrap_is_seeded_and_brackets_the_observed_gap():
+    label, good = _scores(signal=1.5)
+    _, weak = _scores(signal=0.3, seed=5)
+    users = np.arange(len(label)) // 6
+    a = metrics.user_bootstrap(label, users, good, weak, samples=200, seed=3)
+    b = metrics.user_bootstrap(label, users, good, weak, samples=200, seed=3)
+    assert a == b
+    observed = roc_auc_score(label, good) - roc_auc_score(label, weak)
+    assert a["auc_diff"]["low"] < observed < a["auc_diff"]["high"]
+    assert a["users"] == 100 and a["unit"] == "user_id"
+
+
+def test_user_bootstrap_keeps_users_together():
+    """Duplicating every row 20x within each user adds no evidence: the user CI must not shrink,
+    while a row-level bootstrap would treat the copies as independent and shrink ~4.5x."""
+    label, prob = _scores(n=300)
+    users = np.arange(300)
+    once = metrics.user_bootstrap(label, users, prob, None, samples=300, seed=0)["candidate_auc"]
+    rep = metrics.user_bootstrap(np.repeat(label, 20), np.repeat(users, 20), np.repeat(prob, 20), None,
+                                 samples=300, seed=0)["candidate_auc"]
+    assert rep["std"] == pytest.approx(once["std"], rel=0.25)
+
+
+def test_identical_models_have_a_zero_gap():
+    label, prob = _scores()
+    out = metrics.user_bootstrap(label, np.arange(len(label)) % 50, prob, prob.copy(), samples=50, seed=0)
+    assert out["auc_diff"]["low"] == out["auc_diff"]["high"] == 0.0
+
+
+def test_binary_metrics_calibration_and_accuracy():
+    label = np.array([0, 0, 1, 1])
+    m = metrics.binary_metrics(label, np.array([0.1, 0.6, 0.4, 0.9]))
+    assert m["auc"] == 0.75 and m["accuracy"] == 0.5
+    assert m["calibration"] == pytest.approx(0.5 / 0.5)
+    assert metrics.binary_metrics(label, np.array([0.1, np.nan, 0.4, 0.9]))["non_finite_predictions"] == 1
+
+
+def _m(auc, loss=0.4, bad=0):
+    return {"auc": auc, "log_loss": loss, "non_finite_predictions": bad}
+
+
+def test_gate_fails_closed_without_thresholds():
+    v = gate.decide(EvalConfig(min_auc=None, max_log_loss=None, max_auc_drop=None), _m(0.99), _m(0.5), 1)
+    assert not v.blessed and gate.NO_THRESHOLDS in v.reasons[0]
+
+
+def test_gate_relative_only_and_no_baseline_fails_closed():
+    v = gate.decide(EvalConfig(min_auc=None, max_log_loss=None, max_auc_drop=0.01), _m(0.99), None, None)
+    assert not v.blessed and "no applicable threshold" in v.reasons[0]
+
+
+def test_gate_checks_every_configured_threshold():
+    cfg = EvalConfig(min_auc=0.6, max_log_loss=0.5, max_auc_drop=0.01)
+    assert gate.decide(cfg, _m(0.70), _m(0.705), 4).blessed
+    v = gate.decide(cfg, _m(0.65, loss=0.6), _m(0.70), 4)
+    assert not v.blessed and len(v.reasons) == 2
+    assert any("max_log_loss" in r for r in v.reasons) and any("served version 4" in r for r in v.reasons)
+    assert not gate.decide(cfg, _m(0.7, bad=3), _m(0.7), 4).blessed

@@ -1,0 +1,125 @@
+"""Push end to end on real files: publish, verify in a fresh process, skip, force, backfill, mismatch."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+from components.evaluate import run as evaluate
+from components.push import PushError, layout, run
+from components.push.serving_files import models_config_text, read_warmup
+from tests.components.evaluate.fixtures import CLEAN_DAY, FIRST_DAY, MALFORMED_DAY, SHUFFLED_DAY
+
+
+def _versions(config):
+    return layout.list_versions(config.data.serving_base / config.push.model_name)
+
+
+def _hidden(config):
+    base = config.data.serving_base
+    return [p for p in [*base.iterdir(), *(base / config.push.model_name).iterdir()]
+            if p.name.startswith(".")]
+
+
+def test_blessed_push_publishes_a_verified_version_tf_serving_can_read(runs):
+    config, paths = runs.make(MALFORMED_DAY)
+    assert evaluate(config, paths).blessed
+    result = run(config, paths)
+    assert result.pushed and result.version == 1 and result.served_version == 1
+    vdir = paths.model_base / "1"
+    assert layout.tree_digest(vdir) == layout.tree_digest(paths.model_dir)
+    record = layout.read_push_record(vdir)
+    assert record["data_date"] == MALFORMED_DAY.isoformat() and record["run_id"] == paths.run_id
+    assert record["evaluation"]["blessed"] and not record["forced"]
+    history = layout.read_history(config.data.serving_base, config.push.model_name, "push")[1]
+    assert history["verification"]["ok"] and history["verification"]["max_abs_diff"] <= 1e-5
+    assert not _hidden(config)
+
+    from tensorflow_serving.config import model_server_config_pb2
+
+    parsed = text_format.Parse((config.data.serving_base / "models.config").read_text(),
+                               model_server_config_pb2.ModelServerConfig())
+    (entry,) = parsed.model_config_list.config
+    assert entry.name == "recommender" and entry.base_path == str(paths.model_base.resolve())
+    assert entry.model_platform == "tensorflow" and entry.model_version_policy.HasField("latest")
+
+    # Warmup: PredictionLog records whose requests, replayed, give the evaluated predictions.
+    import tensorflow as tf
+
+    logs = read_warmup(vdir / "assets.extra" / "tf_serving_warmup_requests")
+    assert len(logs) == config.push.warmup_requests
+    sample = json.loads((paths.eval_dir / "eval_sample.json").read_text())["examples"]
+    fn = tf.saved_model.load(str(vdir)).signatures["serving_default"]
+    for log, example in zip(logs, sample[: len(logs)], strict=True):
+        request = log.predict_log.request
+        assert request.model_spec.name == "recommender" and request.model_spec.signature_name == "serving_default"
+        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        assert inputs["image_embedding"].shape == (1, 2048)
+        got = float(np.ravel(fn(**{k: tf.constant(v) for k, v in inputs.items()})["probability"])[0])
+        assert got == pytest.approx(example["candidate_probability"], abs=1e-5)
+
+    # Killed after the rename, before the record: a retry re-verifies the served copy, no new version.
+    history_file = layout.history_dir(config.data.serving_base, "recommender") / "push-000001.json"
+    history_file.unlink()
+    again = run(config, paths)
+    assert again.version == 1 and "already served" in again.reason and _versions(config) == [1]
+    assert json.loads(history_file.read_text())["verification"]["ok"]
+
+
+def test_shuffled_label_day_is_not_blessed_and_nothing_is_pushed(runs):
+    config, paths = runs.make(SHUFFLED_DAY)
+    runs.serve_by_hand(config, 1, "good", data_date=CLEAN_DAY)
+    result = evaluate(config, paths)
+    assert not result.blessed and result.candidate_auc < config.eval.min_auc
+    push = run(config, paths)
+    assert not push.pushed and push.reason.startswith("not blessed") and push.served_version == 1
+    assert _versions(config) == [1] and not _hidden(config)
+    assert json.loads((paths.push_dir / "push_record.json").read_text())["pushed"] is False
+    with pytest.raises(PushError, match="needs a reason"):
+        run(config, paths, force=True)
+
+
+def test_backfill_is_skipped_unless_allowed(runs):
+    config, paths = runs.make(CLEAN_DAY)
+    runs.serve_by_hand(config, 1, "bad", data_date=MALFORMED_DAY)       # served data is newer
+    assert evaluate(config, paths).blessed
+    result = run(config, paths)
+    assert not result.pushed and "backfill" in result.reason and "2026-11-04" in result.reason
+    assert _versions(config) == [1]
+    forced = run(config, paths, allow_backfill=True)
+    assert forced.pushed and forced.version == 2
+    assert layout.read_push_record(paths.model_base / "2")["backfill"] is True
+
+
+def test_verification_mismatch_unpublishes_and_fails(runs):
+    config, paths = runs.make(CLEAN_DAY, model="bad")
+    runs.serve_by_hand(config, 1, "good", data_date=FIRST_DAY)
+    evaluate(config, paths)
+    sample_file = paths.eval_dir / "eval_sample.json"
+    sample = json.loads(sample_file.read_text())
+    for example in sample["examples"]:
+        example["candidate_probability"] += 1e-3             # what "eval saw" differs from serving
+    sample_file.write_text(json.dumps(sample))
+    with pytest.raises(PushError, match="verification of version 2 failed, unpublished"):
+        run(config, paths, force=True, force_reason="test: push the bad model")
+    assert _versions(config) == [1] and not _hidden(config)
+    record = layout.read_history(config.data.serving_base, config.push.model_name, "push")[2]
+    assert record["unpublished"] and not record["verification"]["ok"]
+    assert layout.next_version(config.data.serving_base, config.push.model_name) == 3   # 2 stays burned
+    assert layout.read_push_record(paths.model_base / "1")["data_date"] == FIRST_DAY.isoformat()
+
+
+def test_models_config_keeps_other_models_and_rejects_garbage(tmp_path):
+    from tensorflow_serving.config import model_server_config_pb2
+
+    path = tmp_path / "models.config"
+    path.write_text('model_config_list { config { name: "other" base_path: "/m/other" '
+                    'model_platform: "tensorflow" } }')
+    text = models_config_text(path, "recommender", tmp_path / "recommender")
+    parsed = text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
+    assert [c.name for c in parsed.model_config_list.config] == ["other", "recommender"]
+    path.write_text("model_config_list { config { nme: 1 }")
+    with pytest.raises(ValueError, match="not a ModelServerConfig"):
+        models_config_text(path, "recommender", tmp_path / "recommender")

@@ -1,0 +1,58 @@
+"""TF Lite: the raw-feature export needs Select TF ops; the batch-1 core converts with builtins."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from components.push import tflite
+from pipeline.config import ModelConfig
+
+TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, image_units=(8,), hidden_units=8)
+
+
+@pytest.fixture(scope="module")
+def core_export(tmp_path_factory):
+    """The real architecture (masked LSTMs) saved the way the training export saves it:
+    a tf.Module holding the Keras model's variables and a `serving_transformed` signature
+    traced with a dynamic batch."""
+    import tensorflow as tf
+
+    from components.train.model import VocabSizes, build_model
+    from pipeline import features as F
+
+    model = build_model(TINY, VocabSizes(title=30, items=40))
+    module = tf.Module()
+    module.model_variables = list(model.variables)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, TINY.title_len], tf.int64, name=F.TITLE_IDS),
+                                  tf.TensorSpec([None, F.IMAGE_DIM], tf.float32, name=F.IMAGE_Z),
+                                  tf.TensorSpec([None, TINY.history_len], tf.int64, name=F.HISTORY_IDS)])
+    def serve_transformed(title_ids, image, history_ids):
+        features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
+        return {"probability": model(features, training=False)}
+
+    out = tmp_path_factory.mktemp("core") / "model"
+    tf.saved_model.save(module, str(out), signatures={"serving_transformed": serve_transformed})
+    return out
+
+
+def test_dynamic_batch_lstm_does_not_convert_to_builtins(core_export):
+    """The exported (dynamic-batch) LSTM loop keeps a TensorList of unknown element shape."""
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(core_export), signature_keys=["serving_transformed"])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    with pytest.raises(Exception, match="TensorListReserve"):
+        converter.convert()
+
+
+def test_batch1_core_converts_with_builtins_and_agrees(core_export, tmp_path):
+    report = tflite._core(core_export, tmp_path / "model.tflite", TINY, runs=20)
+    assert report["mode"] == "builtins" and (tmp_path / "model.tflite").stat().st_size > 0
+    assert report["max_abs_diff_vs_savedmodel"] < 1e-5
+    assert report["tflite"]["p50_ms"] > 0 and np.isfinite(report["savedmodel_transformed"]["p50_ms"])
+
+
+def test_rebuild_refuses_a_mismatched_model_config(core_export):
+    with pytest.raises(ValueError, match="cannot rebuild the core model"):
+        tflite.rebuild_core(core_export, ModelConfig(title_len=6, history_len=8, embedding_dim=5))
