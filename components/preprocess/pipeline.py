@@ -1,0 +1,118 @@
+"""The preprocess Beam graph: validate rows, analyze items, transform, join, write shards.
+
+    items ─ValidateItems─┬─ catalog index (side input) ───────────────┐
+                         ├─ item rows + impressions ─AnalyzeDataset─ transform_fn ─ WriteTransformFn
+                         └─ TransformItems (once per item) ─ item parts ──┐
+    events ─ValidateEvents(catalog)─┬─ CountImpressions (train only)     │
+                                    └─ TransformEvents ─ JoinAndWrite(item parts) ─ shard stats
+
+Join strategy (chosen when the graph is built, from the snapshot's row count):
+- catalog <= preprocess.side_input_max_items: the transformed item parts are a side input
+  (AsDict) of the shard writer. Memory: each worker holds ~8.3 KB per item (2048 float32 image
+  + title ids + keys), i.e. 100k items ~ 0.85 GB per worker process; in exchange only ~150
+  bytes per event cross the shuffle, and the 8 KB item bytes are spliced in at write time.
+- above that: CoGroupByKey on item_id. No worker holds the catalog, but every example's full
+  ~8.4 KB travels through the shuffle; that is what distributed runners (Dataflow, Flink,
+  Spark) are built for, and the only option once the catalog outgrows worker memory.
+"""
+from __future__ import annotations
+
+import os
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import schema_utils
+from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
+
+from components.preprocess import sinks
+from components.preprocess import steps as S
+from components.preprocess import transform as T
+from components.preprocess.batches import EVENT_COLUMNS, ITEM_COLUMNS
+from components.validate.checks import Inputs
+from pipeline.config import Config
+
+STATS_DIR = "_stats"
+
+
+def uses_side_input(config: Config, inputs: Inputs) -> bool:
+    items = sum(pq.ParquetFile(p).metadata.num_rows for p in inputs.items)
+    return items <= config.preprocess.side_input_max_items
+
+
+def _read(p, label: str, files, columns):
+    """One read stage for a list of files (Beam still splits the work by file / row group)."""
+    return (p | f"{label}Files" >> beam.Create([str(f) for f in files])
+            | label >> beam.io.ReadAllFromParquetBatched(columns=columns, with_filename=True))
+
+
+def _adapter_config():
+    schema = schema_utils.schema_from_feature_spec(T.RAW_FEATURE_SPEC)
+    reps = tensor_representation_util.InferTensorRepresentationsFromSchema(schema)
+    return tensor_adapter.TensorAdapterConfig(S.analysis_schema(), reps)
+
+
+def _items(p, tag: str, inputs: Inputs):
+    return (_read(p, f"{tag}ReadItems", inputs.items, ITEM_COLUMNS)
+            | f"{tag}ValidateItems" >> beam.ParDo(S.ValidateItems()).with_outputs(
+                "rejected", "catalog", "counts", main="items"))
+
+
+def _events(p, tag: str, inputs: Inputs, catalog):
+    """Both splits from one read; each table is tagged by the split its file belongs to."""
+    split_of = {str(f): split for split, by_day in (("train", inputs.train), ("eval", inputs.eval))
+                for files in by_day.values() for f in files}
+    checked = (_read(p, f"{tag}ReadEvents", sorted(split_of), EVENT_COLUMNS)
+               | f"{tag}ValidateEvents" >> beam.ParDo(S.ValidateEvents(split_of), catalog)
+               .with_outputs("rejected", "counts", main="events"))
+    return checked
+
+
+def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
+          shards: dict[str, int], side_input: bool) -> None:
+    """Add the whole preprocess graph to `p`; `out` holds the temp output folders.
+
+    Inputs are read and validated twice (cheap: Parquet decode + vectorized checks): once to
+    count impressions and rejects for the analysis, once to transform. The alternative, keeping
+    the validated events between the two, needs a fusion break that serializes every event
+    batch through the runner, which costs more than re-reading the columns.
+    """
+    items = _items(p, "", inputs)
+    catalog = beam.pvalue.AsSingleton(items.catalog | "IndexCatalog" >> beam.CombineGlobally(S.MergeCatalog()))
+    events = _events(p, "", inputs, catalog)
+    impressions = (events.events | "CountImpressions" >> beam.Map(S.batch_impressions)
+                   | "SumImpressions" >> beam.CombineGlobally(S.SumCounts()))
+    analysis = items.items | "ItemAnalysisRows" >> beam.FlatMap(
+        S.analysis_rows, beam.pvalue.AsSingleton(impressions))
+    with tft_beam.Context(temp_dir=out["tft_tmp"], force_tf_compat_v1=False):
+        transform_fn = (analysis, _adapter_config()) | "AnalyzeItems" >> tft_beam.AnalyzeDataset(
+            T.make_preprocessing_fn(config.model))
+        written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out["transform"])
+    ready = beam.pvalue.AsSingleton(written)
+
+    item_parts = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
+        S.TransformItems(out["transform"]), ready)
+    again = _events(p, "Transform", inputs, catalog)
+    keyed = (again.events | "TransformEvents" >> beam.ParDo(
+                 S.TransformEvents(out["transform"], shards, key_by_item=not side_input), ready))
+    writer = sinks.WriteShard(out["examples"], shards, config.preprocess.compression)
+    if side_input:
+        stats = (keyed | "GroupByShard" >> beam.GroupByKey()
+                 | "WriteShards" >> beam.ParDo(writer, beam.pvalue.AsDict(item_parts)))
+    else:
+        stats = ({"items": item_parts, "events": keyed} | "JoinOnItem" >> beam.CoGroupByKey()
+                 | "BuildExamples" >> beam.FlatMap(sinks.join_by_item, shards)
+                 | "GroupByShard" >> beam.GroupByKey()
+                 | "WriteShards" >> beam.ParDo(writer))
+
+    stats_dir = os.path.join(out["examples"], STATS_DIR)
+    counts = [items.counts, events.counts]
+    rejected = [items.rejected, events.rejected]
+    _ = (stats | "ListShards" >> beam.combiners.ToList()
+         | "WriteShardStats" >> beam.Map(sinks.write_json, os.path.join(stats_dir, "shards.json")))
+    _ = (counts | "AllCounts" >> beam.Flatten() | "SumAllCounts" >> beam.CombineGlobally(S.SumCounts())
+         | "WriteCounts" >> beam.Map(sinks.write_json, os.path.join(stats_dir, "counts.json")))
+    _ = (rejected | "AllRejected" >> beam.Flatten() | "RejectedToJson" >> beam.Map(sinks.to_json_line)
+         | "WriteRejected" >> beam.io.WriteToText(os.path.join(out["rejected"], "rejected"),
+                                                  file_name_suffix=".jsonl", num_shards=1,
+                                                  shard_name_template=""))

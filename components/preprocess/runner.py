@@ -1,0 +1,183 @@
+"""`run(config, paths)`: run the Beam pipeline into temp dirs, check rejects, publish atomically.
+
+Publication order makes a killed or failed run harmless: everything is written under hidden
+temp siblings; only after the rejected-fraction check passes is the old examples dir moved
+aside, the new transform dir renamed in, and the new examples dir (manifest written last)
+renamed in. At every instant a reader sees either a complete examples dir whose manifest
+fingerprint matches the transform dir, or no examples dir at all.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from components.preprocess import manifest as M
+from components.preprocess.pipeline import STATS_DIR, build, uses_side_input
+from components.preprocess.report import row_report
+from components.preprocess.sinks import shard_name
+from components.validate import ValidationError, check_inputs
+from pipeline.config import Config
+from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
+from pipeline.paths import RunPaths
+from pipeline.results import PreprocessResult
+
+log = logging.getLogger(__name__)
+FN_API_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+DIRECT_NAMES = {"directrunner", "direct", FN_API_RUNNER.lower()}
+# "auto" running mode. Measured on this 2-core machine (docs/preprocess.md): in_memory beat
+# multi_processing at 200k events (20 s vs 45 s) and at 1M (49 s vs 69 s; peak RSS 1.9 vs
+# 4.6 GiB): every worker process first imports TensorFlow (~5-8 s) and all data crosses gRPC.
+# Parallel workers can only pay that back with more cores and more data.
+AUTO_IN_MEMORY_MAX_EVENTS = 1_000_000
+AUTO_MULTI_MIN_CORES = 4
+
+
+def running_mode(config: Config, events: int | None) -> str:
+    mode = config.preprocess.direct_running_mode
+    if mode != "auto":
+        return mode
+    cores = config.preprocess.direct_num_workers or os.cpu_count() or 1
+    big = events is None or events > AUTO_IN_MEMORY_MAX_EVENTS
+    return "multi_processing" if big and cores >= AUTO_MULTI_MIN_CORES else "in_memory"
+
+
+def pipeline_options(config: Config, beam_args: list[str] | tuple[str, ...] = (), events: int | None = None):
+    """PipelineOptions from config + pass-through flags (flags win).
+
+    "DirectRunner" is mapped to the FnApiRunner class it delegates to for batch pipelines:
+    Beam 2.77's DirectRunner would first try to download and start the Prism runner binary.
+    """
+    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+    pre = config.preprocess
+    options = PipelineOptions([f"--runner={pre.runner}", *pre.beam_args, *beam_args])
+    standard = options.view_as(StandardOptions)
+    if (standard.runner or "").lower() in DIRECT_NAMES:
+        standard.runner = FN_API_RUNNER
+        direct = options.view_as(DirectOptions)
+        flags = " ".join([*pre.beam_args, *beam_args])
+        if "--direct_running_mode" not in flags:
+            direct.direct_running_mode = running_mode(config, events)
+        if "--direct_num_workers" not in flags:
+            direct.direct_num_workers = pre.direct_num_workers or os.cpu_count() or 1
+        if direct.direct_running_mode == "in_memory":
+            direct.direct_num_workers = 1
+    return options
+
+
+def _shard_counts(config: Config) -> dict[str, int]:
+    workers, pre = config.train.workers, config.preprocess
+    return {"train": workers * pre.readers_per_worker * pre.shard_multiple,
+            "eval": workers * pre.readers_per_worker}
+
+
+def _temp_dirs(paths: RunPaths) -> dict[str, str]:
+    paths.run_dir.mkdir(parents=True, exist_ok=True)
+    for final in (paths.examples_dir, paths.transform_dir):
+        for stale in remove_stale_temps(final.parent, final.name):
+            log.info("removed leftover of an earlier killed run: %s", stale)
+    examples = temp_sibling(paths.examples_dir)
+    transform = temp_sibling(paths.transform_dir)
+    return {"examples": str(examples), "transform": str(transform),
+            "tft_tmp": str(examples / "_tft_tmp"), "rejected": str(examples / "_rejected")}
+
+
+def _complete_shards(out_dir: Path, stats: list[dict], shards: dict[str, int]) -> list[dict]:
+    """Add empty (valid, 0-example) files for shards no example hashed to."""
+    have = {(s["split"], s["shard"]) for s in stats}
+    for split, total in shards.items():
+        for shard in range(total):
+            if (split, shard) not in have:
+                name = shard_name(split, shard, total)
+                (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+                (out_dir / name).write_bytes(b"")
+                stats.append({"name": name, "split": split, "shard": shard, "examples": 0, "bytes": 0,
+                              "sha256": M.sha256_file(out_dir / name)})
+    return stats
+
+
+def _publish(paths: RunPaths, out: dict[str, str]) -> None:
+    old = None
+    if paths.examples_dir.exists():
+        old = temp_sibling(paths.examples_dir, "old")
+        os.rename(paths.examples_dir, old)         # readers now see "no output", never a mix
+    publish_dir(Path(out["transform"]), paths.transform_dir)
+    publish_dir(Path(out["examples"]), paths.examples_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _publish_rejected(paths: RunPaths, out: dict[str, str]) -> None:
+    src = Path(out["rejected"])
+    if src.exists():
+        tmp = temp_sibling(paths.validation_dir / "rejected")
+        shutil.move(str(src), tmp)
+        publish_dir(tmp, paths.validation_dir / "rejected")
+
+
+def _discard(out: dict[str, str]) -> None:
+    for key in ("examples", "transform"):
+        shutil.rmtree(out[key], ignore_errors=True)
+
+
+def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] = ()) -> PreprocessResult:
+    """Preprocess the run's window into transformed shards; raise ValidationError on bad input."""
+    import apache_beam as beam
+
+    from components.preprocess.transform import transformed_feature_spec
+
+    inputs = check_inputs(paths)
+    events = sum(pq.ParquetFile(f).metadata.num_rows for files in inputs.event_files.values() for f in files)
+    shards = _shard_counts(config)
+    side_input = uses_side_input(config, inputs)
+    out = _temp_dirs(paths)
+    started = time.monotonic()
+    try:
+        options = pipeline_options(config, beam_args, events)
+        log.info("preprocess %s: %d events over %d train days + eval day, join by %s, shards %s, options %s",
+                 paths.ds, events, len(inputs.train), "side input" if side_input else "CoGroupByKey", shards,
+                 {k: v for k, v in options.get_all_options(drop_default=True).items() if k != "beam_args"})
+        with beam.Pipeline(options=options) as p:
+            build(p, config, inputs, out, shards, side_input)
+        examples_tmp = Path(out["examples"])
+        counts = json.loads((examples_tmp / STATS_DIR / "counts.json").read_text())
+        stats = json.loads((examples_tmp / STATS_DIR / "shards.json").read_text())
+        report = row_report(counts, config.preprocess.max_rejected_fraction, side_input)
+        report_path = paths.validation_dir / "rows.json"
+        write_json_atomic(report_path, report)
+        _publish_rejected(paths, out)
+        if report["problems"]:
+            raise ValidationError(report["problems"])
+        stats = _complete_shards(examples_tmp, stats, shards)
+        for scratch in (STATS_DIR, "_tft_tmp", "_rejected"):
+            shutil.rmtree(examples_tmp / scratch, ignore_errors=True)
+        spec = {k: {"shape": list(v.shape), "dtype": v.dtype.name}
+                for k, v in transformed_feature_spec(config.model).items()}
+        manifest = M.build(paths, stats, config.train.workers, config.preprocess.compression, spec,
+                           M.transform_fingerprint(Path(out["transform"])),
+                           extra={"rejected": report["rejected"], "join": report["join"]})
+        write_json_atomic(examples_tmp / M.MANIFEST, manifest)
+        _publish(paths, out)
+    except BaseException:
+        _discard(out)
+        raise
+    log.info("preprocess %s done in %.1fs: %d train / %d eval examples", paths.ds,
+             time.monotonic() - started, manifest["splits"]["train"]["examples"],
+             manifest["splits"]["eval"]["examples"])
+    return PreprocessResult(
+        run_date=paths.ds,
+        examples_dir=str(paths.examples_dir),
+        transform_dir=str(paths.transform_dir),
+        manifest_path=str(paths.examples_dir / M.MANIFEST),
+        report_path=str(report_path),
+        train_examples=manifest["splits"]["train"]["examples"],
+        eval_examples=manifest["splits"]["eval"]["examples"],
+        rejected=sum(report["rejected"]["events"].values()),
+        num_shards=manifest["splits"]["train"]["num_shards"] + manifest["splits"]["eval"]["num_shards"],
+    )

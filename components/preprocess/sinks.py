@@ -1,0 +1,106 @@
+"""The join's last steps and the pipeline's small outputs: shards, their stats, reports.
+
+WriteShard writes each shard straight into the temp output with the in-process ShardWriter
+(sha256 computed while writing); the stats it yields become manifest entries.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+
+from components.preprocess import examples as E
+from components.preprocess.steps import EventChunk, counter
+from components.preprocess.tfrecord import ShardWriter
+
+MAX_OPEN_WRITERS = 2      # shards still draining (write + sha256 + fsync) while the next is built
+
+
+def join_by_item(element, shards: dict[str, int]):
+    """CoGroupByKey output (item_id, {items, events}) -> ((split, shard), chunk with examples)."""
+    item_id, grouped = element
+    item_parts = list(grouped["items"])
+    if not item_parts:
+        raise ValueError(f"item {item_id} has events but no transformed item row")
+    for split, chunk in grouped["events"]:
+        examples = [E.example_bytes(item_parts[0], part) for part in chunk.payloads()]
+        shard = chunk.keys % np.uint64(shards[split])
+        for value in np.unique(shard):
+            idx = np.flatnonzero(shard == value).tolist()
+            yield (split, int(value)), EventChunk.pack(chunk.keys[idx], chunk.item_ids[idx],
+                                                 [examples[i] for i in idx])
+
+
+class WriteShard(beam.DoFn):
+    """All chunks of one shard -> one TFRecord file in the temp output; yields its stats.
+
+    With `items` (side-input join) chunks hold event parts and the item part is looked up here,
+    so the 8 KB item bytes never travel through the shuffle; without it, chunks hold examples.
+    A shard's writer thread (file write + sha256 + fsync) keeps draining while the next shard
+    is built (at most MAX_OPEN_WRITERS at once); stats are emitted at the end of the bundle.
+    """
+
+    def __init__(self, out_dir: str, shards: dict[str, int], compression: str):
+        self.out_dir = out_dir
+        self.shards = shards
+        self.compression = compression
+
+    def start_bundle(self):
+        self._open, self._results, self._closed = [], [], 0
+
+    def _finish_oldest(self) -> None:
+        writer, stats = self._open[self._closed]
+        size, sha256 = writer.close()
+        self._results.append({**stats, "bytes": size, "sha256": sha256})
+        self._closed += 1
+
+    def process(self, element, items=None):
+        (split, shard), chunks = element
+        chunks = list(chunks)
+        keys = np.concatenate([c.keys for c in chunks])
+        item_ids = np.concatenate([c.item_ids for c in chunks])
+        parts = [p for c in chunks for p in c.payloads()]
+        name = shard_name(split, shard, self.shards[split])
+        path = os.path.join(self.out_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        while len(self._open) - self._closed >= MAX_OPEN_WRITERS:     # bound buffered bytes
+            self._finish_oldest()
+        writer = ShardWriter(path, self.compression)
+        self._open.append((writer, {"name": name, "split": split, "shard": shard, "examples": len(parts)}))
+        for i in np.argsort(keys, kind="stable").tolist():
+            if items is not None:
+                writer.write_parts(E.example_pieces(items[int(item_ids[i])], parts[i]))
+            else:
+                writer.write(parts[i])
+        writer.finish()
+        counter(f"{split}_examples_written").inc(len(parts))
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindows
+
+        try:
+            while self._closed < len(self._open):
+                self._finish_oldest()
+        finally:
+            for writer, _ in self._open:
+                writer.abort()
+        results, self._open, self._results, self._closed = self._results, [], [], 0
+        for stats in results:
+            yield GlobalWindows.windowed_value(stats)
+
+
+def shard_name(split: str, shard: int, total: int) -> str:
+    return f"{split}/part-{shard:05d}-of-{total:05d}.tfrecord"
+
+
+def write_json(value, path: str) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(value, f, sort_keys=True, default=str)
+    return path
+
+
+def to_json_line(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, default=str)

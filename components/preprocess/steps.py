@@ -1,0 +1,232 @@
+"""Beam DoFns and composite transforms of the preprocess pipeline (see pipeline.py for the graph).
+
+Everything moves through Beam as record batches / numpy chunks, never one element per row:
+Beam's per-element overhead (~10 us on the DirectRunner) would otherwise dominate.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from components.preprocess import batches as B
+from components.preprocess import examples as E
+from components.preprocess import transform as T
+from pipeline import features as F
+
+ITEM_CHUNK = 512          # rows per transform call: bounds the [rows, 2048] float64 temporaries
+EVENT_CHUNK = 16384       # TF's per-call overhead is amortized from ~10k rows on
+
+
+@dataclass
+class CatalogIndex:
+    """Sorted good item ids and rejected item ids (+ reasons): small, broadcast to every worker."""
+
+    good: np.ndarray
+    bad: np.ndarray
+    bad_reasons: np.ndarray
+
+
+@dataclass
+class EventChunk:
+    """Events on their way to a shard. Byte payloads live in one buffer (+ offsets), not one
+    bytes object per event: ~50 bytes less per event in the shuffle and pickling per chunk."""
+
+    keys: np.ndarray          # uint64 event hash: shard = key % shards, order within a shard
+    item_ids: np.ndarray
+    buffer: bytes             # per event: history_ids + label map entries (or a whole example)
+    offsets: np.ndarray       # int64 [n + 1] into buffer
+
+    @classmethod
+    def pack(cls, keys: np.ndarray, item_ids: np.ndarray, payloads: list[bytes]) -> EventChunk:
+        offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in payloads], out=offsets[1:])
+        return cls(keys, item_ids, b"".join(payloads), offsets)
+
+    def payloads(self) -> list[bytes]:
+        buf, ends = self.buffer, self.offsets.tolist()
+        return [buf[a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+
+def counter(name: str):
+    return beam.metrics.Metrics.counter("preprocess", name)
+
+
+class ValidateItems(beam.DoFn):
+    """Arrow items table -> good ItemBatch chunks; 'rejected' rows; 'catalog' ids; 'counts'."""
+
+    def process(self, element: tuple[str, pa.Table]):
+        _, table = element
+        good, bad_ids, reasons = B.validate_items(table)
+        counts = {"items:rows": table.num_rows}
+        for reason in reasons.tolist():
+            counts[f"items:{reason}"] = counts.get(f"items:{reason}", 0) + 1
+            counter(f"items_{reason}").inc()
+        for item_id, reason in zip(bad_ids.tolist(), reasons.tolist()):
+            yield beam.pvalue.TaggedOutput("rejected", {"table": "items", "item_id": item_id, "reason": reason})
+        yield beam.pvalue.TaggedOutput("catalog", CatalogIndex(good.item_ids, bad_ids, reasons))
+        yield beam.pvalue.TaggedOutput("counts", counts)
+        for start in range(0, len(good), ITEM_CHUNK):
+            yield good.take(np.arange(start, min(start + ITEM_CHUNK, len(good))))
+
+
+class MergeCatalog(beam.CombineFn):
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, index):
+        acc.append(index)
+        return acc
+
+    def merge_accumulators(self, accs):
+        return [x for acc in accs for x in acc]
+
+    def extract_output(self, acc):
+        good = np.sort(np.concatenate([a.good for a in acc] or [np.zeros(0, np.int64)]))
+        bad = np.concatenate([a.bad for a in acc] or [np.zeros(0, np.int64)])
+        reasons = np.concatenate([a.bad_reasons for a in acc] or [np.zeros(0, object)])
+        order = np.argsort(bad, kind="stable")
+        return CatalogIndex(good, bad[order], reasons[order])
+
+
+class ValidateEvents(beam.DoFn):
+    """(file, Arrow events table) -> good EventBatch chunks; 'rejected' rows; 'counts' per reason."""
+
+    def __init__(self, split_of: dict[str, str]):
+        self.split_of = split_of              # file path -> "train" | "eval"
+
+    def process(self, element: tuple[str, pa.Table], catalog: CatalogIndex):
+        filename, table = element
+        split = self.split_of[filename]
+        batch, counts, rejected = B.validate_events(table, split, catalog.good, catalog.bad,
+                                                    catalog.bad_reasons)
+        out = {f"{split}:{k}": v for k, v in counts.items()}
+        out[f"{split}:rows"] = table.num_rows
+        out[f"{split}:kept"] = len(batch)
+        for key, value in counts.items():
+            counter(f"{split}_{key}").inc(value)
+        yield beam.pvalue.TaggedOutput("counts", out)
+        for row in rejected:
+            yield beam.pvalue.TaggedOutput("rejected", row)
+        for start in range(0, len(batch), EVENT_CHUNK):
+            yield batch.slice(start, min(start + EVENT_CHUNK, len(batch)))
+
+
+class SumCounts(beam.CombineFn):
+    """Adds dicts of counts (also used for impressions: {item_id: count})."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, counts):
+        for key, value in counts.items():
+            acc[key] = acc.get(key, 0) + value
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = {}
+        for acc in accs:
+            self.add_input(out, acc)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def batch_impressions(batch: B.EventBatch) -> dict[int, int]:
+    """{item_id: events} of a training batch (eval events never feed the analysis)."""
+    if batch.split != "train":
+        return {}
+    ids, counts = np.unique(batch.item_ids, return_counts=True)
+    return dict(zip(ids.tolist(), counts.tolist()))
+
+
+def analysis_rows(items: B.ItemBatch, impressions: dict[int, int]):
+    weights = np.array([impressions.get(i, 0) for i in items.item_ids.tolist()], dtype=np.float32)
+    if (weights > 0).any():
+        yield B.item_analysis_batch(items, weights)
+
+
+def analysis_schema() -> pa.Schema:
+    empty = B.ItemBatch(np.zeros(0, np.int64), np.zeros(0, object), np.zeros((0, F.IMAGE_DIM), np.float32))
+    return B.item_analysis_batch(empty, np.zeros(0, np.float32)).schema
+
+
+@functools.lru_cache(maxsize=2)
+def _saved_model(transform_dir: str):
+    import tensorflow_transform as tft
+    from tensorflow_transform.saved import saved_transform_io_v2
+
+    saved = tft.TFTransformOutput(transform_dir).transform_savedmodel_dir
+    return saved_transform_io_v2.SavedModelLoader(saved)
+
+
+@functools.lru_cache(maxsize=4)
+def _loader(transform_dir: str, inputs: tuple[str, ...], outputs: tuple[str, ...]):
+    """The transform graph, finalized for a partial set of inputs (one load per process).
+
+    `finalize` builds a function over just `inputs`; unfed inputs get batch-1 dummies, so an
+    event batch does not pay for a [batch, 2048] dummy image going through the z-score.
+    Copies of one loaded SavedModel share the graph; each holds its own finalized function.
+    """
+    loader = copy.copy(_saved_model(transform_dir))
+    loader.finalize(inputs, outputs)
+    return loader
+
+
+class TransformItems(beam.DoFn):
+    """ItemBatch -> (item_id, serialized title_ids + image map entries), once per item."""
+
+    def __init__(self, transform_dir: str):
+        self.transform_dir = transform_dir
+
+    def process(self, items: B.ItemBatch, _ready):
+        import tensorflow as tf
+
+        loader = _loader(self.transform_dir, T.ITEM_INPUTS, (F.TITLE_IDS, F.IMAGE_Z))
+        out = loader.apply_transform_model({F.TITLE: tf.constant(items.titles.astype(bytes)),
+                                            F.IMAGE: tf.constant(items.images)})
+        titles = E.int64_entries(F.TITLE_IDS, out[F.TITLE_IDS].numpy())
+        images = out[F.IMAGE_Z].numpy()
+        for item_id, title, image in zip(items.item_ids.tolist(), titles, images):
+            yield item_id, title + E.float_entry(F.IMAGE_Z, image)
+
+
+def _history_sparse(batch: B.EventBatch):
+    import tensorflow as tf
+
+    lengths = np.diff(batch.hist_offsets)
+    rows = np.repeat(np.arange(len(batch)), lengths)
+    cols = np.arange(len(batch.hist_values)) - np.repeat(batch.hist_offsets[:-1], lengths)
+    width = max(int(lengths.max()) if len(lengths) else 0, 1)
+    return tf.SparseTensor(np.stack([rows, cols], axis=1).astype(np.int64).reshape(-1, 2),
+                           batch.hist_values.astype(np.int64), [len(batch), width])
+
+
+class TransformEvents(beam.DoFn):
+    """EventBatch -> event chunks keyed for the join: ((split, shard), chunk) or (item_id, ...)."""
+
+    def __init__(self, transform_dir: str, shards: dict[str, int], key_by_item: bool):
+        self.transform_dir = transform_dir
+        self.shards = shards
+        self.key_by_item = key_by_item
+
+    def process(self, batch: B.EventBatch, _ready):
+        import tensorflow as tf
+
+        loader = _loader(self.transform_dir, T.EVENT_INPUTS, (F.HISTORY_IDS, F.LABEL_KEY))
+        out = loader.apply_transform_model({F.HISTORY: _history_sparse(batch),
+                                            F.LABEL: tf.constant(batch.labels)})
+        hist = E.int64_entries(F.HISTORY_IDS, out[F.HISTORY_IDS].numpy())
+        labels = E.int64_entries(F.LABEL_KEY, out[F.LABEL_KEY].numpy()[:, None])
+        parts = [h + lab for h, lab in zip(hist, labels)]
+        keys = E.event_hash(batch.event_ids)
+        group_by = batch.item_ids if self.key_by_item else keys % np.uint64(self.shards[batch.split])
+        for value in np.unique(group_by):
+            idx = np.flatnonzero(group_by == value)
+            chunk = EventChunk.pack(keys[idx], batch.item_ids[idx], [parts[i] for i in idx.tolist()])
+            yield (int(value), (batch.split, chunk)) if self.key_by_item else ((batch.split, int(value)), chunk)

@@ -1,0 +1,123 @@
+"""Verified copy + atomic publish + retention of staged shard sets (see __init__ for the why)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from components.preprocess import manifest as M
+from pipeline.config import Config
+from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling
+from pipeline.paths import RunPaths
+from pipeline.results import StageResult
+
+log = logging.getLogger(__name__)
+CHUNK = 8 << 20
+
+
+class StageError(RuntimeError):
+    """Source output incomplete, or a copied file's size/checksum does not match the manifest."""
+
+
+def _wanted(manifest: dict, worker: int | None, workers: int | None) -> list[dict]:
+    """Manifest shard records to stage: all splits; for a worker, its train and eval shares."""
+    out = []
+    for split in ("train", "eval"):
+        shards = manifest["splits"][split]["shards"]
+        out += shards if worker is None else shards[worker::workers or manifest["workers"]]
+    return out
+
+
+def copy_verified(src: Path, dst: Path, size: int, sha256: str) -> None:
+    """Copy src -> dst, hashing the bytes written; raise StageError on any mismatch."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    digest, written = hashlib.sha256(), 0
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while block := fin.read(CHUNK):
+            fout.write(block)
+            digest.update(block)
+            written += len(block)
+    if written != size or digest.hexdigest() != sha256:
+        raise StageError(f"{src}: copied {written} bytes with sha256 {digest.hexdigest()[:12]}..., "
+                         f"manifest says {size} bytes, {sha256[:12]}...")
+
+
+def verify_staged(staged_dir: Path) -> list[str]:
+    """Problems of a staged dir vs its own manifest: missing files, sizes, checksums ([] = ok)."""
+    try:
+        manifest = M.read(staged_dir)
+    except FileNotFoundError:
+        return [f"{staged_dir}: no manifest.json"]
+    problems = []
+    for shard in manifest.get("staged", []):
+        path = Path(staged_dir) / shard["name"]
+        if not path.exists():
+            problems.append(f"{path}: missing")
+        elif path.stat().st_size != shard["bytes"]:
+            problems.append(f"{path}: {path.stat().st_size} bytes, manifest says {shard['bytes']}")
+        elif M.sha256_file(path) != shard["sha256"]:
+            problems.append(f"{path}: sha256 mismatch")
+    return problems
+
+
+def _retention(paths: RunPaths, keep: int) -> list[str]:
+    """Keep the newest `keep` staged runs (ds/run_id dirs) under staging_root, current included."""
+    root = paths.staging_root
+    runs = [d for ds in root.glob("*") if ds.is_dir() and not ds.name.startswith(".")
+            for d in ds.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    runs.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    current = paths.staged_dir.resolve()
+    keepers = {current, *[d.resolve() for d in runs[:keep]]}
+    removed = []
+    for run_dir in runs:
+        if run_dir.resolve() not in keepers:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            removed.append(str(run_dir))
+            if not any(run_dir.parent.iterdir()):
+                run_dir.parent.rmdir()
+    return removed
+
+
+def run(config: Config, paths: RunPaths, worker: int | None = None,
+        workers: int | None = None) -> StageResult:
+    """Stage the run's shards (all workers', or `worker`'s of `workers`) on local SSD."""
+    source = paths.examples_dir
+    try:
+        manifest = M.read(source)
+    except FileNotFoundError as err:
+        raise StageError(f"{source} has no manifest.json: preprocess output missing or incomplete") from err
+    wanted = _wanted(manifest, worker, workers)
+    final = paths.staged_dir
+    final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(final.parent, final.name)
+    staged_manifest = {**manifest, "staged": wanted, "staged_worker": worker, "source": str(source)}
+    if final.exists():
+        problems = verify_staged(final)
+        if not problems and M.read(final).get("staged") == wanted:
+            log.info("stage: %s already staged and verified", final)
+            return _result(final, wanted, _retention(paths, config.preprocess.staging_keep_runs))
+        log.warning("stage: replacing invalid staged dir %s: %s", final, problems[:3])
+    need = sum(s["bytes"] for s in wanted)
+    free = shutil.disk_usage(final.parent).free
+    if need > free:
+        raise StageError(f"{final.parent}: {need / 2**30:.2f} GiB to stage, only {free / 2**30:.2f} GiB free")
+    tmp = temp_sibling(final)
+    try:
+        for shard in wanted:
+            copy_verified(source / shard["name"], tmp / shard["name"], shard["bytes"], shard["sha256"])
+        (tmp / M.MANIFEST).write_text(json.dumps(staged_manifest, indent=2, sort_keys=True))
+        publish_dir(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    removed = _retention(paths, config.preprocess.staging_keep_runs)
+    log.info("stage: %d shards (%.1f MiB) -> %s; removed %s", len(wanted),
+             sum(s["bytes"] for s in wanted) / 2**20, final, removed or "nothing")
+    return _result(final, wanted, removed)
+
+
+def _result(final: Path, wanted: list[dict], removed: list[str]) -> StageResult:
+    return StageResult(staged_dir=str(final), num_shards=len(wanted),
+                       bytes=sum(s["bytes"] for s in wanted), removed_runs=removed)

@@ -1,0 +1,116 @@
+"""The whole preprocess step on generated data: outputs, reference equality, reruns, both joins."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from components.preprocess import manifest as M
+from pipeline import features as F
+from pipeline.fsutil import sha256_file
+from tests.components.preprocess.helpers import read_split
+
+pytestmark = pytest.mark.slow
+
+
+def _reference_eval(config, paths, transform_dir) -> dict[str, np.ndarray]:
+    """Eval examples computed independently: raw Parquet + full-feed transform, in shard order."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    from components.preprocess.examples import event_hash
+
+    events = pq.read_table(paths.events_dir(paths.eval_date)).combine_chunks()
+    items = pq.read_table(paths.items_dir(paths.eval_date))
+    row_of = {item: i for i, item in enumerate(items.column(F.ITEM_ID).to_pylist())}
+    rows = [row_of[i] for i in events.column(F.ITEM_ID).to_pylist()]
+    titles = np.array(items.column(F.TITLE).to_pylist(), dtype=object)[rows]
+    images = np.stack(items.column(F.IMAGE).to_numpy(zero_copy_only=False))[rows]
+    history = tf.ragged.constant(events.column(F.HISTORY).to_pylist(), dtype=tf.int64).to_sparse()
+    out = tft.TFTransformOutput(transform_dir).transform_raw_features({
+        F.TITLE: tf.constant(titles.astype(str)), F.IMAGE: tf.constant(images.astype(np.float32)),
+        F.HISTORY: history, F.LABEL: tf.constant(events.column(F.LABEL).to_numpy())})
+    keys = event_hash(events.column(F.EVENT_ID).to_pylist())
+    shards = M.read(paths.examples_dir)["splits"]["eval"]["num_shards"]
+    order = np.lexsort((keys, keys % np.uint64(shards)))
+    return {k: v.numpy()[order] for k, v in out.items()}
+
+
+def test_outputs_equal_an_independent_reference(tiny_config, pp_paths, pp_result):
+    got = read_split(pp_paths.examples_dir, "eval", tiny_config.model)
+    want = _reference_eval(tiny_config, pp_paths, pp_result.transform_dir)
+    assert len(got[F.LABEL_KEY]) == pp_result.eval_examples == 1500
+    for key in (F.TITLE_IDS, F.HISTORY_IDS, F.LABEL_KEY):
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    np.testing.assert_allclose(got[F.IMAGE_Z], want[F.IMAGE_Z], rtol=1e-5, atol=1e-5)
+    assert got[F.TITLE_IDS].max() <= tiny_config.model.title_vocab_size + tiny_config.model.oov_buckets
+    assert (got[F.HISTORY_IDS] > 0).any() and abs(got[F.IMAGE_Z].mean()) < 0.2
+
+
+def test_manifest_describes_complete_balanced_output(tiny_config, pp_paths, pp_result):
+    manifest = M.read(pp_paths.examples_dir)
+    workers = tiny_config.train.workers
+    pre = tiny_config.preprocess
+    train, evals = manifest["splits"]["train"], manifest["splits"]["eval"]
+    assert train["num_shards"] == workers * pre.readers_per_worker * pre.shard_multiple
+    assert evals["num_shards"] == workers * pre.readers_per_worker
+    assert train["examples"] == pp_result.train_examples == 4500
+    listed = {s["name"] for split in (train, evals) for s in split["shards"]}
+    on_disk = {str(p.relative_to(pp_paths.examples_dir)) for p in pp_paths.examples_dir.rglob("*.tfrecord")}
+    assert listed == on_disk                                  # nothing stale, nothing missing
+    for split in (train, evals):
+        for shard in split["shards"]:
+            path = pp_paths.examples_dir / shard["name"]
+            assert path.stat().st_size == shard["bytes"] and sha256_file(path) == shard["sha256"]
+        by_worker = [n for w in range(workers) for n in split["by_worker"][str(w)]]
+        assert sorted(by_worker) == sorted(s["name"] for s in split["shards"])
+        sizes = [s["bytes"] for s in split["shards"]]
+        assert split["imbalance"] == pytest.approx(max(sizes) / min(sizes)) and split["imbalance"] < 1.5
+    assert manifest["transform_fingerprint"] == M.transform_fingerprint(pp_paths.transform_dir)
+    report = json.loads(Path(pp_result.report_path).read_text())
+    assert report["passed"] and report["splits"]["train"]["rows"] == 4500
+    assert M.shard_files(pp_paths.examples_dir, "train", worker=1) == [
+        pp_paths.examples_dir / n for n in train["by_worker"]["1"]]
+
+
+def test_rerun_replaces_outputs_and_cogroupbykey_join_agrees(tiny_config, pp_paths, pp_result):
+    """Rerun the same date + run id through the CoGroupByKey join: identical shards, no stale ones."""
+    from components.preprocess import run
+
+    before = M.read(pp_paths.examples_dir)
+    stale = pp_paths.examples_dir / "train" / "part-00099-of-00100.tfrecord"
+    stale.write_bytes(b"left over from an older layout")
+    cogbk = tiny_config.with_overrides({"preprocess.side_input_max_items": 0})
+    result = run(cogbk, pp_paths)
+    after = M.read(pp_paths.examples_dir)
+    assert after["join"] == "cogroupbykey" and before["join"] == "side_input"
+    assert not stale.exists()
+    for split in ("train", "eval"):
+        assert after["splits"][split]["shards"] == before["splits"][split]["shards"]   # names, sizes, sha256
+    assert result.train_examples == pp_result.train_examples
+    assert not list(pp_paths.run_dir.glob(".*"))               # no temp leftovers after success
+
+
+def test_runner_is_named_and_never_prism(tiny_config):
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+
+    from components.preprocess import pipeline_options
+    from components.preprocess.runner import FN_API_RUNNER
+
+    small = pipeline_options(tiny_config, events=1000)
+    assert small.view_as(StandardOptions).runner == FN_API_RUNNER
+    assert small.view_as(DirectOptions).direct_running_mode == "in_memory"
+    many_cores = tiny_config.with_overrides({"preprocess.direct_num_workers": 8})
+    big = pipeline_options(many_cores, events=10_000_000)
+    assert big.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    assert big.view_as(DirectOptions).direct_num_workers == 8
+    two_cores = tiny_config.with_overrides({"preprocess.direct_num_workers": 2})
+    assert pipeline_options(two_cores, events=10_000_000).view_as(DirectOptions).direct_running_mode == "in_memory"
+    flags = pipeline_options(tiny_config, ["--direct_running_mode=multi_threading", "--direct_num_workers=3"])
+    assert flags.view_as(DirectOptions).direct_running_mode == "multi_threading"
+    assert flags.view_as(DirectOptions).direct_num_workers == 3
+    other = pipeline_options(tiny_config, ["--runner=FlinkRunner"])
+    assert other.view_as(StandardOptions).runner == "FlinkRunner"

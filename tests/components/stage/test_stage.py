@@ -1,0 +1,108 @@
+"""Stage step on a real preprocess output: verified copies, atomic publish, corruption, retention."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from components.preprocess import manifest as M
+from components.stage import StageError, run, shard_files, verify_staged
+from pipeline.paths import RunPaths
+from tests.components.preprocess.helpers import RUN_DATE
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def source(run_paths, preprocessed):
+    """The session's real preprocess output (tests/conftest.py)."""
+    return run_paths
+
+
+@pytest.fixture(scope="module")
+def config(tiny_config, tmp_path_factory):
+    """Own staging root: retention here must never delete another test's staged run."""
+    return tiny_config.with_overrides({"data.staging_root": str(tmp_path_factory.mktemp("ssd"))})
+
+
+def _clone_run(config, source_paths, run_id: str) -> RunPaths:
+    """A separate run id with a copy of the source output (so tests can damage it freely)."""
+    paths = RunPaths.for_run(config, RUN_DATE, run_id)
+    shutil.rmtree(paths.run_dir, ignore_errors=True)
+    shutil.rmtree(paths.staged_dir, ignore_errors=True)
+    shutil.copytree(source_paths.examples_dir, paths.examples_dir)
+    return paths
+
+
+def test_stage_all_workers_then_rerun_is_a_verified_noop(config, source):
+    paths = _clone_run(config, source, "stage-all")
+    result = run(config, paths)
+    manifest = M.read(paths.examples_dir)
+    total = sum(s["bytes"] for split in manifest["splits"].values() for s in split["shards"])
+    assert result.staged_dir == str(paths.staged_dir) and result.bytes == total and result.num_shards == 12
+    assert verify_staged(paths.staged_dir) == []
+    workers = config.train.workers
+    per_worker = [shard_files(paths.staged_dir, "train", w) for w in range(workers)]
+    assert sorted(p for files in per_worker for p in files) == sorted(shard_files(paths.staged_dir, "train"))
+    assert all(p.exists() for files in per_worker for p in files)
+    mtime = paths.staged_dir.stat().st_mtime_ns
+    assert run(config, paths).num_shards == 12 and paths.staged_dir.stat().st_mtime_ns == mtime
+    assert not [p for p in paths.staged_dir.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_one_worker_stages_only_its_shards(config, source):
+    paths = _clone_run(config, source, "stage-w1")
+    run(config, paths, worker=1)
+    staged = {str(p.relative_to(paths.staged_dir)) for p in paths.staged_dir.rglob("*.tfrecord")}
+    manifest = M.read(paths.examples_dir)
+    want = {s["name"] for split in manifest["splits"].values() for s in split["shards"][1::2]}
+    assert staged == want and verify_staged(paths.staged_dir) == []
+
+
+def test_corrupt_staged_file_is_detected_and_replaced(config, source):
+    paths = _clone_run(config, source, "stage-corrupt")
+    run(config, paths)
+    victim = shard_files(paths.staged_dir, "train", 0)[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF                                # same size, different bytes
+    victim.write_bytes(bytes(data))
+    assert verify_staged(paths.staged_dir) == [f"{victim}: sha256 mismatch"]
+    run(config, paths)                                     # a rerun re-stages
+    assert verify_staged(paths.staged_dir) == []
+
+
+def test_corrupt_source_shard_fails_and_publishes_nothing(config, source):
+    paths = _clone_run(config, source, "stage-bad-source")
+    victim = M.shard_files(paths.examples_dir, "eval")[1]
+    with open(victim, "r+b") as f:
+        f.seek(100)
+        f.write(b"\0\0\0\0")
+    with pytest.raises(StageError, match=f"{victim.name}: copied .* manifest says"):
+        run(config, paths)
+    assert not paths.staged_dir.exists()
+    assert not [p for p in paths.staged_dir.parent.iterdir() if p.name.startswith(f".{paths.run_id}")]
+
+
+def test_missing_manifest_is_an_incomplete_output(config, source):
+    paths = _clone_run(config, source, "stage-no-manifest")
+    (paths.examples_dir / M.MANIFEST).unlink()
+    with pytest.raises(StageError, match="no manifest.json"):
+        run(config, paths)
+
+
+def test_retention_keeps_the_newest_runs(config, source):
+    keep = config.preprocess.staging_keep_runs
+    old = []
+    for i in range(keep + 2):
+        stale = config.data.staging_root / f"2026-10-{10 + i:02d}" / "old-run"
+        stale.mkdir(parents=True, exist_ok=True)
+        (stale / "manifest.json").write_text("{}")
+        os.utime(stale, (1_000_000 + i, 1_000_000 + i))
+        old.append(stale)
+    paths = _clone_run(config, source, "stage-retention")
+    result = run(config, paths)
+    survivors = [d for d in config.data.staging_root.glob("*/*") if d.is_dir()]
+    assert paths.staged_dir in survivors and len(survivors) <= keep
+    assert all(str(p) in result.removed_runs for p in old)
+    assert not old[0].parent.exists()                           # empty date folders go too
