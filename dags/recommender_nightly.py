@@ -50,7 +50,7 @@ PARAMS = {
     "force_push": Param(False, type="boolean",
                         description="Push even if NOT_BLESSED (requires force_reason)."),
     "force_reason": Param(None, type=["null", "string"], description="Why the push is forced; recorded."),
-    "allow_backfill_push": Param(False, type="boolean",
+    "allow_backfill_push": Param(CONFIG.push.allow_backfill, type="boolean",
                                  description="Let a run older than the served model's data serve."),
 }
 

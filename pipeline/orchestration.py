@@ -21,7 +21,8 @@ from pipeline.results import EvalResult, PreprocessResult, PushResult, StepResul
 
 log = logging.getLogger(__name__)
 
-# Form param -> config key it overrides. None (the form's "empty") keeps the configured value.
+# Form param -> config key it overrides. The form's defaults are the configured values, so a
+# param that is present always overrides; an empty threshold (None) switches that check off.
 PARAM_TO_CONFIG = {
     "train_days": "window.train_days",
     "epochs": "train.epochs",
@@ -78,7 +79,7 @@ def resolve_run(params: dict, logical_date, run_after, run_id: str) -> RunSpec:
         raise ParamError("param 'skip_push': cannot be combined with force_push")
     overrides = {}
     for name, key in PARAM_TO_CONFIG.items():
-        if params.get(name) is not None:
+        if name in params:
             overrides[key] = params[name]
             try:
                 load_config(overrides={key: params[name]})
