@@ -11,22 +11,28 @@ import logging
 import sys
 from pathlib import Path
 
+import yaml
+
 from pipeline.config import Config, load_config
 from pipeline.paths import RunPaths, parse_date
 from pipeline.results import StepResult
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--date", required=True, type=parse_date, help="data date D, YYYY-MM-DD")
+    parser.add_argument("--date", required=True, type=parse_date, help="run date D (the eval day), YYYY-MM-DD")
     parser.add_argument("--run-id", default="cli", help="run id (Airflow's run_id); keys the run's paths")
     parser.add_argument("--config", help="params file (default: $RECO_CONFIG or conf/params.yaml)")
     parser.add_argument("--overrides-json", default="{}", help='dotted-key overrides, e.g. {"train.workers": 4}')
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one config override, e.g. --set train.workers=4 (YAML value)")
     parser.add_argument("--result-json", type=Path, help="also write the step's result here")
     return parser
 
 
 def load_run(args: argparse.Namespace, extra_overrides: dict | None = None) -> tuple[Config, RunPaths]:
-    overrides = {**json.loads(args.overrides_json or "{}"), **(extra_overrides or {})}
+    overrides = json.loads(args.overrides_json or "{}")
+    overrides.update({k.strip(): yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.set)})
+    overrides.update(extra_overrides or {})
     config = load_config(args.config, overrides=overrides)
     return config, RunPaths.for_run(config, args.date, args.run_id)
 

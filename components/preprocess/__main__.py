@@ -6,37 +6,29 @@ or `--direct_running_mode=in_memory` (see docs/preprocess.md).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
-from components.validate import ValidationError
-from pipeline.config import load_config
-from pipeline.paths import RunPaths
+from pipeline.cli import add_run_arguments, emit_result, load_run, setup_logging
+
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.preprocess", description=__doc__,
                                      allow_abbrev=False)
-    parser.add_argument("--date", required=True, help="run date D (the eval day), YYYY-MM-DD")
-    parser.add_argument("--run-id", default="cli")
-    parser.add_argument("--config", help="params file (default conf/params.yaml)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. --set train.workers=4 (YAML value)")
-    args, beam_args = parser.parse_known_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    import yaml
-
-    overrides = {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.set)}
-    config = load_config(args.config, overrides=overrides)
+    args, beam_args = add_run_arguments(parser).parse_known_args(argv)
+    setup_logging()
+    config, paths = load_run(args)
     from components.preprocess import run
+    from components.validate import ValidationError
 
     try:
-        result = run(config, RunPaths.for_run(config, args.date, args.run_id), beam_args)
+        result = run(config, paths, beam_args)
     except ValidationError as err:
-        print(err, file=sys.stderr)
+        log.error("%s", err)
         return 2
-    print(json.dumps(result.to_dict(), indent=2))
+    emit_result(result, args)
     return 0
 
 
