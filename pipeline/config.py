@@ -103,6 +103,7 @@ class TrainConfig:
     k8s_flavor: str = "tfjob"            # "tfjob" (Kubeflow) or "indexed-job" (+ headless Service)
     k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
     export: bool = True                  # false: train + evaluate only (benchmarks)
+    xla_optimizer: bool = True           # XLA-compiled Adam update, also on CPU (3.5x faster here)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ Signatures:
                     (TF Serving warmup records and clients that send tf.Example)
   regress           inputs: serialized raw tf.Example [B] -> {"outputs": [B, 1]}, method name
                     patched to tensorflow/serving/regress for TF Serving's Regress API.
+  serving_transformed  the bare model on transformed features (title_ids, image,
+                    history_ids): for the skew check and for scoring tf.Transform output.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 SERVING_DEFAULT = "serving_default"
 SERVING_EXAMPLES = "serving_examples"
 REGRESS = "regress"
+SERVING_TRANSFORMED = "serving_transformed"
 REGRESS_METHOD = "tensorflow/serving/regress"
 MODEL_INPUTS = (F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS)
 
@@ -78,15 +81,37 @@ def history_to_sparse(history: tf.Tensor) -> tf.SparseTensor:
     return ragged.to_sparse()
 
 
-def attach_signatures(model, transform_dir: Path) -> dict:
-    """Track the transform layer on `model` (so its assets are exported) and build signatures."""
+def transformed_fn(model, model_cfg: ModelConfig):
+    """The bare model on transformed features as one traced tf.function (evaluation + export)."""
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, model_cfg.title_len], tf.int64, name=F.TITLE_IDS),
+        tf.TensorSpec([None, F.IMAGE_DIM], tf.float32, name=F.IMAGE_Z),
+        tf.TensorSpec([None, model_cfg.history_len], tf.int64, name=F.HISTORY_IDS),
+    ])
+    def serve_transformed(title_ids, image, history_ids):
+        features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
+        return {"probability": model(features, training=False)}
+
+    return serve_transformed
+
+
+def serving_module(model, serve_transformed, transform_dir: Path) -> tf.Module:
+    """A tf.Module with the model's variables, the transform graph and the serving signatures.
+
+    Saving a tf.Module that holds only the variables (not the Keras model) skips Keras'
+    own SavedModel serialization, which re-traces every layer (both LSTM backends, with
+    gradients) and took ~40 s per export here. The model is traced once, in
+    `serve_transformed` (see transformed_fn), and the raw-feature signatures call it.
+    """
     import tensorflow_transform as tft
 
-    model.tft_layer = tft.TFTransformOutput(str(transform_dir)).transform_features_layer()
+    module = tf.Module()
+    module.model_variables = list(model.variables)
+    module.tft_layer = tft.TFTransformOutput(str(transform_dir)).transform_features_layer()
 
     def predict_raw(title, image, history: tf.SparseTensor):
-        transformed = model.tft_layer({F.TITLE: title, F.IMAGE: image, F.HISTORY: history})
-        return model({k: transformed[k] for k in MODEL_INPUTS}, training=False)
+        t = module.tft_layer({F.TITLE: title, F.IMAGE: image, F.HISTORY: history})
+        return serve_transformed(t[F.TITLE_IDS], t[F.IMAGE_Z], t[F.HISTORY_IDS])["probability"]
 
     @tf.function(input_signature=[
         tf.TensorSpec([None], tf.string, name=F.TITLE),
@@ -110,17 +135,22 @@ def attach_signatures(model, transform_dir: Path) -> dict:
     def regress(inputs):
         return {"outputs": parse_and_predict(inputs)}
 
-    return {SERVING_DEFAULT: serve_raw.get_concrete_function(),
-            SERVING_EXAMPLES: serve_examples.get_concrete_function(),
-            REGRESS: regress.get_concrete_function()}
+    module.signatures_ = {SERVING_DEFAULT: serve_raw, SERVING_EXAMPLES: serve_examples,
+                          REGRESS: regress, SERVING_TRANSFORMED: serve_transformed}
+    return module
 
 
-def export_saved_model(model, transform_dir: Path, export_dir: Path) -> Path:
-    """Write the SavedModel to `export_dir` (which must not exist yet)."""
-    signatures = attach_signatures(model, transform_dir)
-    model.save(str(export_dir), save_format="tf", signatures=signatures, include_optimizer=False)
+def save_module(module: tf.Module, export_dir: Path) -> Path:
+    """Write the serving module as a SavedModel to `export_dir` (which must not exist yet)."""
+    signatures = {name: fn.get_concrete_function() for name, fn in module.signatures_.items()}
+    tf.saved_model.save(module, str(export_dir), signatures=signatures)
     _patch_method_name(export_dir, REGRESS, REGRESS_METHOD)
     return export_dir
+
+
+def export_saved_model(model, transform_dir: Path, export_dir: Path, model_cfg: ModelConfig) -> Path:
+    module = serving_module(model, transformed_fn(model, model_cfg), transform_dir)
+    return save_module(module, export_dir)
 
 
 def _patch_method_name(export_dir: Path, signature: str, method: str) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 import tensorflow as tf
 
@@ -26,6 +27,39 @@ log = logging.getLogger(__name__)
 
 SHUFFLE_BUFFER = 4096
 READ_BUFFER_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class Split:
+    """The non-empty shards of one split and how many examples they hold."""
+
+    files: list[Path]
+    examples: int
+    compression: str = ""
+
+    def missing(self, files: Sequence[Path] | None = None) -> list[Path]:
+        return [f for f in (self.files if files is None else files) if not Path(f).is_file()]
+
+
+def read_split(data_dir: Path, split: str) -> Split:
+    """The split's shards from data_dir/manifest.json (written last, so complete), else a listing.
+
+    With a manifest the list is the full, ordered shard list even when this host staged only
+    its own worker's shards (cluster staging), so file-level sharding agrees across workers;
+    files that are not here are the caller's to check (Split.missing). Shards with no examples
+    are left out: a worker given only empty files would spin forever in `repeat()`. Without a
+    manifest (hand-made data), every non-empty file in data_dir/<split>/ is a shard and the
+    examples are counted.
+    """
+    data_dir = Path(data_dir)
+    manifest = data_dir / "manifest.json"
+    if manifest.is_file():
+        info = json.loads(manifest.read_text())
+        entry = info["splits"][split]
+        files = [data_dir / s["name"] for s in entry["shards"] if s.get("examples", 1) > 0]
+        return Split(files, int(entry["examples"]), info.get("compression", "") or "")
+    files = [f for f in list_shards(data_dir / split) if f.stat().st_size > 0]
+    return Split(files, count_records(files))
 
 
 def list_shards(split_dir: Path) -> list[Path]:
@@ -40,9 +74,23 @@ def list_shards(split_dir: Path) -> list[Path]:
     return shards
 
 
+def count_records(files: Sequence[Path], compression: str = "") -> int:
+    ds = tf.data.TFRecordDataset([str(f) for f in files], compression_type=compression,
+                                 buffer_size=READ_BUFFER_BYTES, num_parallel_reads=4)
+    return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+
+
 def shard_files(files: Sequence[Path], num_workers: int, worker_index: int) -> list[Path]:
     """Round-robin file assignment: worker i reads files i, i+N, i+2N, ..."""
     return [f for k, f in enumerate(files) if k % num_workers == worker_index]
+
+
+def worker_files(files: Sequence, num_workers: int, worker_index: int) -> list:
+    """What worker i reads: its round-robin files, or all of them when there are fewer files
+    than workers (record-level sharding; decided from the count alone, so all workers agree)."""
+    if len(files) < num_workers:
+        return list(files)
+    return shard_files(files, num_workers, worker_index)
 
 
 def feature_spec(model_cfg: ModelConfig) -> dict[str, tf.io.FixedLenFeature]:
@@ -75,8 +123,9 @@ def make_dataset(
     worker_index: int = 0,
     training: bool = True,
     deterministic: bool = False,
-    seed: Optional[int] = None,
+    seed: int | None = None,
     readers: int = 4,
+    compression: str = "",
 ) -> tf.data.Dataset:
     """This worker's batches of (features, label).
 
@@ -85,23 +134,27 @@ def make_dataset(
     batch; training=False reads this worker's part exactly once.
     """
     files = [str(f) for f in files]
-    mine = shard_files(files, num_workers, worker_index)
-    record_level = not mine
+    if not files:
+        raise ValueError("no non-empty shard: nothing to read")
+    mine = worker_files(files, num_workers, worker_index)
+    record_level = len(files) < num_workers
     if record_level:
-        # Fewer files than workers: every worker reads all files and keeps
-        # every N-th record. Correct but N times the reading; the preprocess step should
-        # write >= workers x readers shards.
+        # Fewer files than workers: every worker reads all files in the same fixed order and
+        # keeps every N-th record. Correct but N times the reading; the preprocess step
+        # writes >= workers x readers shards so this is the exception.
         log.warning("%d shard(s) for %d workers: record-level sharding", len(files), num_workers)
-        mine = files
     ds = tf.data.Dataset.from_tensor_slices(mine)
+    if training and not record_level:
+        ds = ds.shuffle(len(mine), seed=seed, reshuffle_each_iteration=True)
     if training:
-        ds = ds.shuffle(len(mine), seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.repeat()
     ds = ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, buffer_size=READ_BUFFER_BYTES),
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression,
+                                          buffer_size=READ_BUFFER_BYTES),
         cycle_length=max(1, min(readers, len(mine))),
         block_length=16,
         num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=deterministic,
+        deterministic=deterministic or record_level,
     )
     if record_level:
         ds = ds.shard(num_workers, worker_index)
@@ -119,33 +172,3 @@ def dataset_options(deterministic: bool) -> tf.data.Options:
     options.deterministic = deterministic
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return options
-
-
-def count_examples(split_dir: Path) -> int:
-    """Examples in a split: from a manifest.json beside or above it when present, else counted."""
-    split_dir = Path(split_dir)
-    for manifest in (split_dir / "manifest.json", split_dir.parent / "manifest.json"):
-        count = _count_from_manifest(manifest, split_dir.name)
-        if count is not None:
-            return count
-    files = [str(f) for f in list_shards(split_dir)]
-    ds = tf.data.TFRecordDataset(files, buffer_size=READ_BUFFER_BYTES, num_parallel_reads=4)
-    return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
-
-
-def _count_from_manifest(manifest: Path, split: str) -> Optional[int]:
-    """Tolerant of the manifest's exact layout: {split: {"examples": n}} or {"<split>_examples": n}."""
-    if not manifest.is_file():
-        return None
-    try:
-        data = json.loads(manifest.read_text())
-    except json.JSONDecodeError:
-        log.warning("unreadable manifest %s; counting records instead", manifest)
-        return None
-    candidates = [data.get(f"{split}_examples"), (data.get(split) or {}).get("examples")
-                  if isinstance(data.get(split), dict) else None,
-                  (data.get("examples") or {}).get(split) if isinstance(data.get("examples"), dict) else None]
-    for value in candidates:
-        if isinstance(value, int) and value >= 0:
-            return value
-    return None

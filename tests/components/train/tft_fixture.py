@@ -17,6 +17,7 @@ import tensorflow as tf
 from pipeline import features as F
 from pipeline.config import ModelConfig
 
+TAG_DIM = F.IMAGE_DIM - 1
 WORDS = ("red", "blue", "shoe", "lamp", "sofa", "desk", "mug", "bag", "hat", "coat", "sale", "new")
 
 
@@ -31,6 +32,7 @@ def raw_rows(n: int, seed: int, items: int = 60) -> list[dict]:
         words = list(rng.choice(WORDS[:-2], size=rng.integers(1, 6)))
         if rng.random() < (0.7 if label else 0.2):
             words.insert(int(rng.integers(0, len(words) + 1)), "sale")
+        image[TAG_DIM] = len(rows)       # row tag: z-scoring keeps the order, see read_in_raw_order
         history = [int(h) for h in rng.integers(1, items, size=rng.integers(0, 12))]
         rows.append({F.TITLE: " ".join(words).title() + "!", F.IMAGE: image,
                      F.HISTORY: history, F.LABEL: label,
@@ -39,6 +41,7 @@ def raw_rows(n: int, seed: int, items: int = 60) -> list[dict]:
 
 
 def _example(row: dict, model_cfg: ModelConfig) -> bytes:
+    """A transformed row as the tf.Example the preprocess stage writes."""
     def ints(v):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(v).reshape(-1)))
     feature = {
@@ -50,19 +53,9 @@ def _example(row: dict, model_cfg: ModelConfig) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def write_shards(rows: list[dict], out_dir: Path, num_shards: int, model_cfg: ModelConfig) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    writers = [tf.io.TFRecordWriter(str(out_dir / f"part-{k:05d}-of-{num_shards:05d}.tfrecord"))
-               for k in range(num_shards)]
-    for i, row in enumerate(rows):
-        writers[i % num_shards].write(_example(row, model_cfg))
-    for w in writers:
-        w.close()
-
-
 def analyze_and_transform(train: list[dict], evals: list[dict], model_cfg: ModelConfig,
-                          transform_dir: Path) -> tuple[list[dict], list[dict]]:
-    """Analyze on `train`, transform both splits, write transform_fn to `transform_dir`."""
+                          transform_dir: Path, out_dir: Path, num_shards: int) -> None:
+    """Analyze on `train`, transform both splits into out_dir/{train,eval}, write transform_fn."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata
@@ -70,7 +63,6 @@ def analyze_and_transform(train: list[dict], evals: list[dict], model_cfg: Model
     from components.preprocess.transform import RAW_FEATURE_SPEC, make_preprocessing_fn
 
     metadata = dataset_metadata.DatasetMetadata.from_feature_spec(RAW_FEATURE_SPEC)
-    out: dict[str, list] = {}
     with tempfile.TemporaryDirectory() as tmp:
         with beam.Pipeline(runner="DirectRunner") as p, tft_beam.Context(temp_dir=tmp):
             train_pc = p | "Train" >> beam.Create(train)
@@ -80,17 +72,80 @@ def analyze_and_transform(train: list[dict], evals: list[dict], model_cfg: Model
                 | "Analyze" >> tft_beam.AnalyzeAndTransformDataset(make_preprocessing_fn(model_cfg)))
             eval_t, _ = ((eval_pc, metadata), transform_fn) | "Apply" >> tft_beam.TransformDataset()
             _ = transform_fn | "Write" >> tft_beam.WriteTransformFn(str(transform_dir))
-            for name, pc in (("train", train_t), ("eval", eval_t)):
-                _ = pc | f"Collect{name}" >> beam.combiners.ToList() | f"Keep{name}" >> beam.Map(
-                    lambda rows, name=name: out.__setitem__(name, rows))
-    return out["train"], out["eval"]
+            for name, pc, shards in (("train", train_t, num_shards),
+                                     ("eval", eval_t, max(1, num_shards // 2))):
+                (out_dir / name).mkdir(parents=True, exist_ok=True)
+                _ = (pc | f"Encode{name}" >> beam.Map(_example, model_cfg)
+                     | f"Write{name}" >> beam.io.WriteToTFRecord(
+                         str(out_dir / name / "part"), file_name_suffix=".tfrecord",
+                         num_shards=shards))
+
+
+def read_in_raw_order(split_dir: Path, model_cfg: ModelConfig) -> dict[str, np.ndarray]:
+    """Transformed rows of a split, back in raw-row order (sorted by the z-scored row tag)."""
+    from components.train.input import feature_spec, list_shards
+
+    records = list(tf.data.TFRecordDataset([str(f) for f in list_shards(split_dir)]).batch(10_000))
+    parsed = {k: np.concatenate([tf.io.parse_example(r, feature_spec(model_cfg))[k].numpy()
+                                 for r in records]) for k in feature_spec(model_cfg)}
+    order = np.argsort(parsed[F.IMAGE_Z][:, TAG_DIM])
+    return {k: v[order] for k, v in parsed.items()}
 
 
 def make_run_data(paths, model_cfg: ModelConfig, n_train: int, n_eval: int,
-                  num_shards: int = 4, seed: int = 0) -> dict:
+                  num_shards: int = 4, seed: int = 0) -> list[dict]:
     """Write transform_dir and staged train/eval shards for `paths`; return the raw eval rows."""
     train_raw, eval_raw = raw_rows(n_train, seed), raw_rows(n_eval, seed + 1)
-    train_t, eval_t = analyze_and_transform(train_raw, eval_raw, model_cfg, paths.transform_dir)
-    write_shards(train_t, paths.staged_dir / "train", num_shards, model_cfg)
-    write_shards(eval_t, paths.staged_dir / "eval", max(1, num_shards // 2), model_cfg)
-    return {"eval_raw": eval_raw, "eval_transformed": eval_t}
+    analyze_and_transform(train_raw, eval_raw, model_cfg, paths.transform_dir, paths.staged_dir,
+                          num_shards)
+    return eval_raw
+
+
+def run_in_subprocess(config, paths, n_train: int, n_eval: int, num_shards: int = 4,
+                      seed: int = 0) -> list[dict]:
+    """make_run_data in a child process; returns the raw eval rows (regenerated from the seed).
+
+    Why a child: in this environment a process that ran a tf.Transform Beam pipeline segfaults
+    while garbage-collecting at interpreter exit (reproduced with a 10-row scale_to_z_score
+    pipeline), which would turn a green pytest run into exit code 139. The child leaves
+    through os._exit once its files are written and closed.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    cfg_json = paths.run_dir / "fixture-config.json"
+    cfg_json.parent.mkdir(parents=True, exist_ok=True)
+    cfg_json.write_text(json.dumps(config.to_dict()))
+    args = [sys.executable, "-m", "tests.components.train.tft_fixture", str(cfg_json), paths.ds,
+            paths.run_id, str(n_train), str(n_eval), str(num_shards), str(seed)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(args, env=env, cwd=root, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not (paths.staged_dir / "eval").is_dir():
+        raise RuntimeError(f"tf.Transform fixture failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return raw_rows(n_eval, seed + 1)
+
+
+def _main(argv: list[str]) -> None:
+    import json
+    import os
+    import sys
+
+    from pipeline.config import from_dict
+    from pipeline.paths import RunPaths
+
+    cfg_json, ds, run_id, n_train, n_eval, shards, seed = argv
+    config = from_dict(json.loads(Path(cfg_json).read_text()))
+    paths = RunPaths.for_run(config, ds, run_id)
+    make_run_data(paths, config.model, int(n_train), int(n_eval), int(shards), int(seed))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    import sys
+
+    _main(sys.argv[1:])

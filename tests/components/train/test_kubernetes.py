@@ -1,0 +1,134 @@
+"""The cluster backend's rendered manifests (no cluster here) and its submit/wait/cleanup logic."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from components.train import kubernetes as k8s
+from components.train.launcher import GangError
+from pipeline.config import Config
+from pipeline.paths import RunPaths
+
+
+def _config(**train) -> Config:
+    base = {"train.workers": 3, "train.image": "registry/reco-worker:1.2", "train.namespace": "ml",
+            "train.gpus_per_worker": 1, "train.timeout_s": 1800.0,
+            "data.artifact_root": "/mnt/artifacts", "data.staging_root": "/mnt/ssd"}
+    return Config().with_overrides({**base, **train})
+
+
+def _paths(config, run_id="scheduled__2026-11-08T02:00:00+00:00"):
+    return RunPaths.for_run(config, "2026-11-08", run_id)
+
+
+def _render(config, paths):
+    docs = k8s.render(config, paths, json.dumps(config.to_dict()))
+    return list(yaml.safe_load_all(k8s.to_yaml(docs)))       # round-trips as YAML
+
+
+def test_tfjob_manifest():
+    config = _config()
+    paths = _paths(config)
+    cm, job = _render(config, paths)
+    name = k8s.resource_name(paths)
+    assert cm["kind"] == "ConfigMap" and json.loads(cm["data"]["config.json"])["train"]["workers"] == 3
+    assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "TFJob"
+    assert job["metadata"] == {"name": name, "namespace": "ml",
+                               "labels": {"app": "reco-nightly", "step": "train", "reco/run": name}}
+    run_policy = job["spec"]["runPolicy"]
+    assert run_policy["backoffLimit"] == 0 and run_policy["cleanPodPolicy"] == "All"
+    assert run_policy["activeDeadlineSeconds"] == 1800
+    assert run_policy["schedulingPolicy"]["minAvailable"] == 3          # gang scheduling
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 3 and worker["restartPolicy"] == "Never"
+    (container,) = worker["template"]["spec"]["containers"]
+    assert container["name"] == "tensorflow"                # the operator's required name
+    assert container["image"] == "registry/reco-worker:1.2"
+    assert container["command"] == ["python", "-m", "components.train.worker", "--config-json",
+                                    "/etc/reco/config.json", "--date", "2026-11-08",
+                                    "--run-id", paths.run_id]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["TF_USE_LEGACY_KERAS"] == "1" and "TF_CONFIG" not in env   # the operator sets it
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == {"config": "/etc/reco", "artifacts": "/mnt/artifacts", "ssd": "/mnt/ssd"}
+    volumes = {v["name"]: v for v in worker["template"]["spec"]["volumes"]}
+    assert volumes["ssd"]["hostPath"]["path"] == "/mnt/ssd"             # node-local staged shards
+    assert volumes["artifacts"]["persistentVolumeClaim"]["claimName"] == "reco-artifacts"
+    assert volumes["config"]["configMap"]["name"] == cm["metadata"]["name"]
+
+
+def test_indexed_job_with_headless_service():
+    config = _config(**{"train.k8s_flavor": "indexed-job", "train.gpus_per_worker": 0})
+    paths = _paths(config)
+    cm, service, job = _render(config, paths)
+    name = k8s.resource_name(paths)
+    assert service["kind"] == "Service" and service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"] == {"job-name": name}
+    assert job["kind"] == "Job" and job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 3
+    assert job["spec"]["backoffLimit"] == 0                # one failed pod fails the gang
+    pod = job["spec"]["template"]["spec"]
+    assert pod["subdomain"] == name and pod["restartPolicy"] == "Never"
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["RECO_WORKER_HOSTS"].split(",") == [f"{name}-{i}.{name}:2222" for i in range(3)]
+    assert pod["containers"][0]["resources"] == {}
+
+
+def test_worker_builds_tf_config_from_indexed_job_env(monkeypatch):
+    from components.train.worker import Task
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setenv("RECO_WORKER_HOSTS", "j-0.j:2222,j-1.j:2222")
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "1")
+    task = Task.from_env()
+    assert (task.num_workers, task.index, task.is_chief) == (2, 1, False)
+    assert json.loads(__import__("os").environ["TF_CONFIG"])["cluster"]["worker"][1] == "j-1.j:2222"
+
+
+def test_resource_names_are_dns_safe_and_unique():
+    config = _config()
+    long_a = k8s.resource_name(_paths(config, "manual__2026-11-08T10:11:12.123456+00:00_retry_a"))
+    long_b = k8s.resource_name(_paths(config, "manual__2026-11-08T10:11:12.123456+00:00_retry_b"))
+    for name in (long_a, long_b, k8s.resource_name(_paths(config))):
+        assert len(name) <= 45 and name == name.lower()
+        assert all(c.isalnum() or c == "-" for c in name) and name[0].isalpha() and name[-1].isalnum()
+    assert long_a != long_b
+
+
+class FakeCluster:
+    def __init__(self, states):
+        self.states, self.created, self.deleted = list(states), [], []
+
+    def create(self, doc):
+        self.created.append(doc["kind"])
+
+    def status(self, doc):
+        return self.states.pop(0) if self.states else {}
+
+    def delete(self, doc):
+        self.deleted.append(doc["kind"])
+
+
+def test_submit_waits_for_success(tmp_path, monkeypatch):
+    monkeypatch.setattr(k8s, "POLL_S", 0.01)
+    config = _config(**{"data.artifact_root": str(tmp_path)})
+    paths, cfg_json = _paths(config), tmp_path / "config.json"
+    cfg_json.write_text(json.dumps(config.to_dict()))
+    cluster = FakeCluster([{}, {"conditions": [{"type": "Succeeded", "status": "True"}]}])
+    k8s.submit_and_wait(config, paths, cfg_json, cluster=cluster)
+    assert cluster.created == ["ConfigMap", "TFJob"] and cluster.deleted == []
+    assert (paths.train_dir / "k8s" / "manifests.yaml").exists()
+
+
+def test_failed_job_is_deleted_and_raises(tmp_path, monkeypatch):
+    monkeypatch.setattr(k8s, "POLL_S", 0.01)
+    config = _config(**{"data.artifact_root": str(tmp_path), "train.k8s_flavor": "indexed-job"})
+    paths, cfg_json = _paths(config), tmp_path / "config.json"
+    cfg_json.write_text("{}")
+    cluster = FakeCluster([{"active": 3}, {"failed": 1, "active": 2}])
+    with pytest.raises(GangError, match="failed"):
+        k8s.submit_and_wait(config, paths, cfg_json, cluster=cluster)
+    assert cluster.deleted == ["Job", "Service", "ConfigMap"]

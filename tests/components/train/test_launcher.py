@@ -1,0 +1,156 @@
+"""Gang semantics of the launcher with stand-in worker processes (no TensorFlow, seconds each).
+
+The stand-ins behave like TF workers where it matters: they ignore SIGTERM (as TF's
+preemption notifier does), write their ready file once "the gang is up", print to their log.
+The real TF gang is exercised in test_train_e2e.py.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from components.train.launcher import Gang, GangError, GangSpec, GangStartupTimeout, GangTimeout, cpu_sets, free_ports
+
+STANDIN = textwrap.dedent("""
+    import signal, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)      # like TF's preemption notifier
+    ready, behaviour = sys.argv[1], sys.argv[2]
+    print("hello from", behaviour, flush=True)
+    if behaviour != "never-ready":
+        open(ready, "w").write("up")
+    if behaviour.startswith("exit-"):
+        time.sleep(0.5)
+        print("about to fail", flush=True)
+        sys.exit(int(behaviour.split("-")[1]))
+    if behaviour == "ok":
+        time.sleep(0.3)
+        sys.exit(0)
+    time.sleep(600)
+""")
+
+
+def spec_for(tmp_path: Path, behaviours: list[str], **limits) -> GangSpec:
+    ready = [tmp_path / f"w{i}.ready" for i in range(len(behaviours))]
+    return GangSpec(
+        commands=[[sys.executable, "-c", STANDIN, str(r), b] for r, b in zip(ready, behaviours)],
+        envs=[dict(os.environ) for _ in behaviours], logs_dir=tmp_path / "logs", ready_files=ready,
+        startup_timeout_s=limits.get("startup", 30.0), timeout_s=limits.get("timeout", 60.0),
+        kill_grace_s=limits.get("grace", 1.0))
+
+
+def assert_all_gone(pids: list[int]) -> None:
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+
+
+def test_success_streams_prefixed_logs(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="components.train.launcher")
+    gang = Gang(spec_for(tmp_path, ["ok", "ok"]))
+    gang.run()
+    assert "[worker-1] hello from ok" in caplog.text
+    assert (tmp_path / "logs" / "worker-0.log").read_text().count("hello from ok") == 1
+    assert_all_gone(gang.pids)
+
+
+def test_dead_worker_stops_the_gang_fast(tmp_path):
+    gang = Gang(spec_for(tmp_path, ["hang", "exit-3", "hang"], grace=1.0))
+    start = time.monotonic()
+    with pytest.raises(GangError) as err:
+        gang.run()
+    assert time.monotonic() - start < 10
+    assert err.value.worker == 1 and err.value.exit_code == 3
+    assert "worker-1" in str(err.value) and "about to fail" in err.value.log_tail
+    assert_all_gone(gang.pids)          # the SIGTERM-ignoring peers were SIGKILLed
+
+
+def test_startup_deadline_for_a_peer_that_never_arrives(tmp_path):
+    gang = Gang(spec_for(tmp_path, ["hang", "never-ready"], startup=2.0))
+    with pytest.raises(GangStartupTimeout, match=r"worker\(s\) \[1\] never joined"):
+        gang.run()
+    assert_all_gone(gang.pids)
+
+
+def test_overall_timeout(tmp_path):
+    gang = Gang(spec_for(tmp_path, ["hang", "hang"], timeout=1.5))
+    with pytest.raises(GangTimeout):
+        gang.run()
+    assert_all_gone(gang.pids)
+
+
+def test_logs_of_earlier_attempts_are_kept(tmp_path):
+    Gang(spec_for(tmp_path, ["ok", "ok"])).run()
+    with pytest.raises(GangError):
+        Gang(spec_for(tmp_path, ["exit-2", "ok"])).run()
+    text = (tmp_path / "logs" / "worker-0.log").read_text()
+    assert text.count("=== attempt started") == 2 and "hello from exit-2" in text
+
+
+LAUNCHER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from tests.components.train.test_launcher import spec_for
+    from components.train.launcher import Gang
+    gang = Gang(spec_for(Path(sys.argv[1]), ["hang", "hang"], grace=1.0))
+    gang.run()
+""")
+
+
+def _start_launcher(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(tmp_path)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not all((tmp_path / f"w{i}.ready").exists() for i in range(2)):
+        assert time.monotonic() < deadline and launcher.poll() is None, launcher.stderr.read()
+        time.sleep(0.1)
+    workers = [p.pid for p in psutil.Process(launcher.pid).children()]
+    assert len(workers) == 2
+    return launcher, workers
+
+
+def _wait_gone(pids: list[int], seconds: float) -> None:
+    """Assert the pids end within `seconds`; kill leftovers either way so a failure leaks nothing."""
+    deadline = time.monotonic() + seconds
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in pids if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"workers outlived the launcher: {alive}"
+
+
+def test_sigterm_to_launcher_stops_workers(tmp_path):
+    launcher, workers = _start_launcher(tmp_path)
+    for pid in workers:     # same process group as the launcher: an orchestrator's killpg reaches them
+        assert os.getpgid(pid) == os.getpgid(launcher.pid)
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=15) != 0
+    assert b"LauncherTerminated" in launcher.stderr.read()
+    _wait_gone(workers, 5)
+
+
+def test_sigkill_to_launcher_kills_workers_via_pdeathsig(tmp_path):
+    launcher, workers = _start_launcher(tmp_path)
+    launcher.kill()
+    launcher.wait(timeout=5)
+    _wait_gone(workers, 5)
+
+
+def test_ports_and_cpu_sets():
+    ports = free_ports(4)
+    assert len(set(ports)) == 4
+    sets = cpu_sets(2)
+    assert len(sets) == 2 and all(sets)
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert not sets[0] & sets[1]

@@ -1,0 +1,81 @@
+"""The reference model: shapes, a forward pass, sizes from config, optimiser scaling."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.train.model import VocabSizes, build_model, compile_model, global_batch_size, scaled_learning_rate
+from pipeline import features as F
+from pipeline.config import ModelConfig, TrainConfig
+
+TINY = ModelConfig(title_len=6, history_len=9, embedding_dim=8, lstm_units=8,
+                   image_units=(16, 8), hidden_units=16, title_vocab_size=30,
+                   item_vocab_size=40, oov_buckets=2)
+
+
+def _batch(n, cfg=TINY, vocab=VocabSizes.from_config(TINY)):
+    rng = np.random.default_rng(0)
+    return {F.TITLE_IDS: rng.integers(0, vocab.title, (n, cfg.title_len)),
+            F.IMAGE_Z: rng.standard_normal((n, F.IMAGE_DIM)).astype(np.float32),
+            F.HISTORY_IDS: rng.integers(0, vocab.items, (n, cfg.history_len))}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(TINY, VocabSizes.from_config(TINY))
+
+
+def test_forward_pass_shapes_and_range(model):
+    out = model(_batch(5)).numpy()
+    assert out.shape == (5, 1)
+    assert ((out > 0) & (out < 1)).all()
+
+
+def test_layer_sizes_follow_config(model):
+    vocab = VocabSizes.from_config(TINY)
+    layers = {layer.name: layer for layer in model.layers}
+    assert vocab == VocabSizes(title=30 + 2 + 1, items=40 + 2 + 1)   # + OOV + padding id
+    assert layers["title_embedding"].input_dim == vocab.title
+    assert layers["history_embedding"].input_dim == vocab.items
+    assert layers["history_embedding"].output_dim == TINY.embedding_dim
+    assert layers["history_lstm"].units == layers["title_lstm"].units == TINY.lstm_units
+    assert [layers[f"image_dense_{i}"].units for i in range(2)] == [16, 8]
+    assert layers["hidden"].units == TINY.hidden_units
+    assert layers["concat"].output.shape[-1] == 2 * TINY.lstm_units + 8
+    assert layers["probability"].units == 1
+
+
+def test_reference_sizes_by_default():
+    """Defaults are the reference design: 128-d embeddings, LSTM 64, image 128->64, MLP 256."""
+    cfg = ModelConfig()
+    model = build_model(cfg, VocabSizes(title=100, items=100))
+    layers = {layer.name: layer for layer in model.layers}
+    assert layers["history_embedding"].output_dim == 128
+    assert layers["history_lstm"].units == 64
+    assert [layers["image_dense_0"].units, layers["image_dense_1"].units] == [128, 64]
+    assert layers["hidden"].units == 256
+    assert model.get_layer("history_lstm").input.shape[1:] == (50, 128)   # 50 x 128 sequence
+
+
+def test_padding_is_masked(model):
+    """Moving the padding of the history must not change the prediction (mask_zero)."""
+    batch = _batch(1)
+    batch[F.HISTORY_IDS][:] = 0
+    batch[F.HISTORY_IDS][0, -3:] = [5, 6, 7]
+    shifted = {k: v.copy() for k, v in batch.items()}
+    shifted[F.HISTORY_IDS][0, :] = 0
+    shifted[F.HISTORY_IDS][0, :3] = [5, 6, 7]
+    np.testing.assert_allclose(model(batch).numpy(), model(shifted).numpy(), atol=1e-6)
+
+
+def test_optimizer_scaled_by_replicas(model):
+    train = TrainConfig(learning_rate=0.001, batch_size_per_replica=32, clip_norm=5.0)
+    compile_model(model, train, replicas=4)
+    assert global_batch_size(train, 4) == 128
+    assert scaled_learning_rate(train, 4) == pytest.approx(0.004)
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.004)
+    assert model.optimizer.global_clipnorm == 5.0
+    assert model.optimizer.jit_compile is True          # XLA update on CPU too (see model.py)
+    assert isinstance(model.loss, tf.keras.losses.BinaryCrossentropy)
+    assert [m.name for m in model.compiled_metrics._user_metrics] == ["auc", "accuracy"]
