@@ -2,29 +2,27 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
-from components.validate import ValidationError, run
-from pipeline.config import load_config
-from pipeline.paths import RunPaths
+from pipeline.cli import add_run_arguments, emit_result, load_run, setup_logging
+
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m components.validate", description=__doc__)
-    parser.add_argument("--date", required=True, help="run date D (the eval day), YYYY-MM-DD")
-    parser.add_argument("--run-id", default="cli")
-    parser.add_argument("--config", help="params file (default conf/params.yaml)")
+    parser = add_run_arguments(argparse.ArgumentParser(prog="python -m components.validate", description=__doc__))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    config = load_config(args.config)
+    setup_logging()
+    config, paths = load_run(args)
+    from components.validate import ValidationError, run
+
     try:
-        result = run(config, RunPaths.for_run(config, args.date, args.run_id))
+        result = run(config, paths)
     except ValidationError as err:
-        print(err, file=sys.stderr)
+        log.error("%s", err)
         return 2
-    print(json.dumps(result.to_dict(), indent=2))
+    emit_result(result, args)
     return 0
 
 

@@ -1,0 +1,35 @@
+import argparse
+import json
+import subprocess
+import sys
+
+from pipeline.cli import add_run_arguments, emit_result, load_run
+from pipeline.results import StageResult
+
+
+def parse(argv):
+    return add_run_arguments(argparse.ArgumentParser()).parse_args(argv)
+
+
+def test_overrides_layer_json_then_set(tmp_path):
+    args = parse(["--date", "2026-11-08", "--run-id", "manual__x:1", "--overrides-json", '{"train.workers": 3}',
+                  "--set", "train.epochs=4", "--set", "eval.min_auc=null"])
+    config, paths = load_run(args)
+    assert config.train.workers == 3 and config.train.epochs == 4 and config.eval.min_auc is None
+    assert paths.ds == "2026-11-08" and paths.run_id == "manual__x_1"
+
+
+def test_result_json_is_written_for_the_pod_xcom_sidecar(tmp_path, capsys):
+    args = parse(["--date", "2026-11-08", "--result-json", str(tmp_path / "xcom" / "return.json")])
+    emit_result(StageResult("/ssd", 4, 1024), args)
+    written = json.loads((tmp_path / "xcom" / "return.json").read_text())
+    assert written == json.loads(capsys.readouterr().out) and written["num_shards"] == 4
+
+
+def test_validate_cli_fails_with_exit_2_listing_missing_dates(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(f"data:\n  raw_root: {tmp_path}/raw\n  artifact_root: {tmp_path}/art\n")
+    done = subprocess.run([sys.executable, "-m", "components.validate", "--config", str(params),
+                           "--date", "2026-11-08"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "missing dates: 2026-11-05, 2026-11-06, 2026-11-07, 2026-11-08" in done.stderr
