@@ -47,3 +47,15 @@ def emit_result(result: StepResult, args: argparse.Namespace) -> None:
 
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra) -> int:
+    """Run a step for the CLI: its result to stdout (and --result-json), an expected failure as exit 2."""
+    config, paths = load_run(args)
+    try:
+        result = run(config, paths, *extra)
+    except expected_error as err:
+        logging.getLogger(run.__module__).error("%s", err)
+        return 2
+    emit_result(result, args)
+    return 0

@@ -6,12 +6,9 @@ or `--direct_running_mode=in_memory` (see docs/preprocess.md).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
-from pipeline.cli import add_run_arguments, emit_result, load_run, setup_logging
-
-log = logging.getLogger(__name__)
+from pipeline.cli import add_run_arguments, run_step, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,17 +16,10 @@ def main(argv: list[str] | None = None) -> int:
                                      allow_abbrev=False)
     args, beam_args = add_run_arguments(parser).parse_known_args(argv)
     setup_logging()
-    config, paths = load_run(args)
     from components.preprocess import run
     from components.validate import ValidationError
 
-    try:
-        result = run(config, paths, beam_args)
-    except ValidationError as err:
-        log.error("%s", err)
-        return 2
-    emit_result(result, args)
-    return 0
+    return run_step(args, run, ValidationError, beam_args)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
-from pipeline.cli import add_run_arguments, emit_result, load_run, setup_logging
-
-log = logging.getLogger(__name__)
+from pipeline.cli import add_run_arguments, run_step, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,16 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, help="number of training workers (default: manifest)")
     args = parser.parse_args(argv)
     setup_logging()
-    config, paths = load_run(args)
     from components.stage import StageError, run
 
-    try:
-        result = run(config, paths, args.worker, args.workers)
-    except StageError as err:
-        log.error("%s", err)
-        return 2
-    emit_result(result, args)
-    return 0
+    return run_step(args, run, StageError, args.worker, args.workers)
 
 
 if __name__ == "__main__":

@@ -2,28 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
-from pipeline.cli import add_run_arguments, emit_result, load_run, setup_logging
-
-log = logging.getLogger(__name__)
+from pipeline.cli import add_run_arguments, run_step, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = add_run_arguments(argparse.ArgumentParser(prog="python -m components.validate", description=__doc__))
     args = parser.parse_args(argv)
     setup_logging()
-    config, paths = load_run(args)
     from components.validate import ValidationError, run
 
-    try:
-        result = run(config, paths)
-    except ValidationError as err:
-        log.error("%s", err)
-        return 2
-    emit_result(result, args)
-    return 0
+    return run_step(args, run, ValidationError)
 
 
 if __name__ == "__main__":
