@@ -144,7 +144,9 @@ def run_push(spec: RunSpec) -> dict:
 
 def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str | None = None) -> dict:
     """One record a person reads first: rows, AUCs, blessing, served version, where things are."""
-    config, paths = spec.load()
+    from components.push import layout  # the push's own notion of "served", not a second copy
+
+    _, paths = spec.load()
     pre = PreprocessResult.from_dict(results["preprocess"]) if results.get("preprocess") else None
     train = TrainResult.from_dict(results["train"]) if results.get("train") else None
     ev = EvalResult.from_dict(results["evaluate"]) if results.get("evaluate") else None
@@ -162,7 +164,7 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
         "gate": gate_reason,
         "pushed": bool(pushed and pushed.pushed),
         "push_reason": pushed.reason if pushed else gate_reason,
-        "served_version": served_version(config),
+        "served_version": layout.served_version(paths.model_base),
         "served_path": str(paths.model_base),
         "report": ev.report_path if ev else None,
         "tensorboard": train.tensorboard_dir if train else None,
@@ -174,9 +176,3 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
     log.info("SUMMARY %s", json.dumps(summary))
     return summary
 
-
-def served_version(config: Config) -> int | None:
-    """The highest complete version under the model's serving dir: what TF Serving serves."""
-    base = config.data.serving_base / config.push.model_name
-    versions = [int(p.name) for p in base.glob("*") if p.is_dir() and p.name.isdigit()] if base.exists() else []
-    return max(versions) if versions else None
