@@ -18,40 +18,59 @@ from pipeline.paths import RunPaths, parse_date
 from pipeline.results import StepResult
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--date", required=True, type=parse_date, help="run date D (the eval day), YYYY-MM-DD")
-    parser.add_argument("--run-id", default="cli", help="run id (Airflow's run_id); keys the run's paths")
+def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--config", help="params file (default: $RECO_CONFIG or conf/params.yaml)")
     parser.add_argument("--overrides-json", default="{}", help='dotted-key overrides, e.g. {"train.workers": 4}')
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="one config override, e.g. --set train.workers=4 (YAML value)")
+                        help="one config override, e.g. --set train.workers=4 (YAML value; repeatable)")
     parser.add_argument("--result-json", type=Path, help="also write the step's result here")
     return parser
 
 
-def load_run(args: argparse.Namespace, extra_overrides: dict | None = None) -> tuple[Config, RunPaths]:
+def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--date", required=True, type=parse_date, help="run date D (the eval day), YYYY-MM-DD")
+    parser.add_argument("--run-id", default="cli", help="run id (Airflow's run_id); keys the run's paths")
+    return add_config_arguments(parser)
+
+
+def parse_sets(pairs: list[str]) -> dict:
+    """["eval.min_auc=0.6", "eval.max_auc_drop=null"] -> {"eval.min_auc": 0.6, "eval.max_auc_drop": None}"""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--set expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def load_args_config(args: argparse.Namespace, extra_overrides: dict | None = None) -> Config:
+    """The config a CLI run uses: params file, env, then --overrides-json, --set, the CLI's own flags."""
     overrides = json.loads(args.overrides_json or "{}")
-    overrides.update({k.strip(): yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.set)})
+    overrides.update(parse_sets(args.set))
     overrides.update(extra_overrides or {})
-    config = load_config(args.config, overrides=overrides)
+    return load_config(args.config, overrides=overrides)
+
+
+def load_run(args: argparse.Namespace, extra_overrides: dict | None = None) -> tuple[Config, RunPaths]:
+    config = load_args_config(args, extra_overrides)
     return config, RunPaths.for_run(config, args.date, args.run_id)
 
 
 def emit_result(result: StepResult, args: argparse.Namespace) -> None:
-    text = json.dumps(result.to_dict(), indent=2, sort_keys=True)
     if args.result_json:
-        args.result_json.parent.mkdir(parents=True, exist_ok=True)
-        args.result_json.write_text(text)
-    sys.stdout.write(text + "\n")
+        result.write_json(args.result_json)
+    sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra) -> int:
+def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra,
+             extra_overrides: dict | None = None) -> int:
     """Run a step for the CLI: its result to stdout (and --result-json), an expected failure as exit 2."""
-    config, paths = load_run(args)
+    config, paths = load_run(args, extra_overrides)
     try:
         result = run(config, paths, *extra)
     except expected_error as err:

@@ -10,13 +10,9 @@ backfill), 1 on error.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import sys
 
-from components.evaluate.__main__ import parse_overrides
-from pipeline.config import load_config
-from pipeline.paths import RunPaths
+from pipeline.cli import add_config_arguments, add_run_arguments, emit_result, load_args_config, load_run, setup_logging
 
 SKIPPED_EXIT = 3
 
@@ -25,31 +21,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.push", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    push = sub.add_parser("push", help="publish the run's model as the next version")
-    push.add_argument("--date", required=True)
-    push.add_argument("--run-id", default="cli")
+    push = add_run_arguments(sub.add_parser("push", help="publish the run's model as the next version"))
     push.add_argument("--force", action="store_true", help="push even if NOT_BLESSED (needs --reason)")
     push.add_argument("--reason", default=None, help="why --force (recorded in the push record)")
     push.add_argument("--allow-backfill", action="store_true", default=None,
                       help="let an older data date replace the served model")
-    back = sub.add_parser("rollback", help="serve the previous version again")
+    back = add_config_arguments(sub.add_parser("rollback", help="serve the previous version again"))
     back.add_argument("--reason", required=True)
     back.add_argument("--to-version", type=int, default=None)
-    for p in (push, back):
-        p.add_argument("--config", default=None)
-        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging()
 
     from components.push import rollback, run
 
-    config = load_config(args.config, overrides=parse_overrides(args.set))
     if args.command == "push":
-        result = run(config, RunPaths.for_run(config, args.date, args.run_id), force=args.force,
-                     force_reason=args.reason, allow_backfill=args.allow_backfill)
+        result = run(*load_run(args), force=args.force, force_reason=args.reason,
+                     allow_backfill=args.allow_backfill)
     else:
-        result = rollback(config, args.reason, args.to_version)
-    print(json.dumps(result.to_dict(), indent=2))
+        result = rollback(load_args_config(args), args.reason, args.to_version)
+    emit_result(result, args)
     return 0 if result.pushed else SKIPPED_EXIT
 
 

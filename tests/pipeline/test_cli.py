@@ -33,3 +33,21 @@ def test_validate_cli_fails_with_exit_2_listing_missing_dates(tmp_path):
                            "--date", "2026-11-08"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "missing dates: 2026-11-05, 2026-11-06, 2026-11-07, 2026-11-08" in done.stderr
+
+
+def test_a_set_without_equals_is_refused_naming_it():
+    import pytest
+
+    with pytest.raises(SystemExit, match="--set expects KEY=VALUE, got 'eval.min_auc'"):
+        load_run(parse(["--date", "2026-11-08", "--set", "eval.min_auc"]))
+
+
+def test_every_step_cli_takes_the_shared_run_arguments():
+    """One argument contract for all steps: the DAG's pod operator and on-call use the same flags."""
+    for step in ("validate", "preprocess", "stage", "train", "evaluate"):
+        done = subprocess.run([sys.executable, "-m", f"components.{step}", "--help"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        for flag in ("--date", "--run-id", "--config", "--overrides-json", "--set", "--result-json"):
+            assert flag in done.stdout, (step, flag)
+    done = subprocess.run([sys.executable, "-m", "components.push", "rollback", "--help"], capture_output=True, text=True)
+    assert "--overrides-json" in done.stdout and "--date" not in done.stdout
