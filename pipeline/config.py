@@ -78,6 +78,7 @@ class ModelConfig:
     lstm_units: int = 64
     image_units: tuple[int, ...] = (128, 64)
     hidden_units: int = 256
+    serving_xla: bool = True             # export the model part XLA-compiled (TF Serving flag needed)
 
 
 @dataclass(frozen=True)

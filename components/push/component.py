@@ -87,10 +87,15 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     expected = [e["candidate_probability"] for e in examples]
     version = layout.next_version(base, name)
     metrics = evaluation["metrics"]
+    needs_xla = bool(serving_files.xla_compiled_functions(paths.model_dir))
+    if needs_xla:
+        log.info("version %d is XLA-compiled: TF Serving must run with --xla_cpu_compilation_enabled=true "
+                 "(or export with model.serving_xla: false)", version)
     record = {
         "version": version, "model_name": name, "source": "push", "run_id": paths.run_id,
         "run_date": paths.ds, "data_date": paths.ds, "pushed_at": _now(), "model_dir": str(paths.model_dir),
         "model_digest": digest, "previous_version": served, **flags,
+        "tf_serving_flags": ["--xla_cpu_compilation_enabled=true"] if needs_xla else [],
         "evaluation": {"blessed": evaluation["verdict"][0], "reasons": evaluation["verdict"][1],
                        "candidate_auc": metrics["candidate"]["auc"],
                        "baseline_version": metrics["baseline_version"],

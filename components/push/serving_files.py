@@ -115,3 +115,18 @@ def write_models_config(serving_base: Path, model_name: str) -> Path:
     os.replace(tmp, path)
     fsutil.fsync_dir(serving_base)
     return path
+
+
+def xla_compiled_functions(saved_model_dir: Path) -> list[str]:
+    """Names of the SavedModel's functions marked for XLA (`jit_compile=True`).
+
+    TF Serving answers those only when started with `--xla_cpu_compilation_enabled=true`
+    (its flag help: otherwise "models utilizing this feature will return bad Status on first
+    compilation request"), so the push record and log say which server flag a version needs.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((Path(saved_model_dir) / "saved_model.pb").read_bytes())
+    return sorted({fn.signature.name for graph in proto.meta_graphs for fn in graph.graph_def.library.function
+                   if fn.attr["_XlaMustCompile"].b})

@@ -69,7 +69,11 @@ def test_first_run_serves_a_model(e2e):
     assert summary["blessed"] and summary["pushed"], summary
     assert summary["baseline_version"] is None and summary["served_version"] == 1
     assert summary["train_examples"] > 3000 and summary["candidate_auc"] > 0.55
-    assert (config.data.serving_base / config.push.model_name / "1" / "saved_model.pb").exists()
+    served = config.data.serving_base / config.push.model_name / "1"
+    assert (served / "saved_model.pb").exists()
+    # The real export is XLA-compiled (model.serving_xla), and the push says what TF Serving needs.
+    record = json.loads((served / "assets.extra" / "push_record.json").read_text())
+    assert record["tf_serving_flags"] == ["--xla_cpu_compilation_enabled=true"]
     assert Path(summary["report"]).exists() and Path(summary["tensorboard"]).exists()
 
 

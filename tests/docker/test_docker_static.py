@@ -45,6 +45,15 @@ def test_tf_serving_reads_the_models_config_that_push_writes_at_the_same_path():
     assert airflow_mounts["/opt/reco/var"] == "../var" and serving_base.startswith("/opt/reco/var/")
 
 
+def test_tf_serving_can_run_the_xla_compiled_export():
+    """The default export is XLA-compiled; a server without the flag could not answer it."""
+    from pipeline.config import load_config
+
+    flags = dict(arg.lstrip("-").split("=", 1) for arg in compose()["services"]["tf-serving"]["command"])
+    assert load_config(env={}).model.serving_xla
+    assert flags["xla_cpu_compilation_enabled"] == "true" and flags["enable_model_warmup"] == "true"
+
+
 def test_images_pin_the_constrained_versions():
     airflow_from = dict(dockerfile_instructions("airflow.Dockerfile"))["FROM"]
     worker_from = dict(dockerfile_instructions("worker.Dockerfile"))["FROM"]

@@ -33,6 +33,7 @@ def test_blessed_push_publishes_a_verified_version_tf_serving_can_read(runs):
     record = layout.read_push_record(vdir)
     assert record["data_date"] == MALFORMED_DAY.isoformat() and record["run_id"] == paths.run_id
     assert record["evaluation"]["blessed"] and not record["forced"]
+    assert record["tf_serving_flags"] == []     # the stand-in is a plain graph; the real export: tests/dags
     history = layout.read_history(config.data.serving_base, config.push.model_name, "push")[1]
     assert history["verification"]["ok"] and history["verification"]["max_abs_diff"] <= 1e-5
     assert not _hidden(config)

@@ -79,3 +79,23 @@ def test_optimizer_scaled_by_replicas(model):
     assert model.optimizer.jit_compile is True          # XLA update on CPU too (see model.py)
     assert isinstance(model.loss, tf.keras.losses.BinaryCrossentropy)
     assert [m.name for m in model.compiled_metrics._user_metrics] == ["auc", "accuracy"]
+
+
+@pytest.mark.parametrize("serving_xla", [True, False])
+def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_xla):
+    """`model.serving_xla` changes how the export runs (XLA-fused loops, and the TF Serving flag
+    it then needs), never what it predicts; the SavedModel marks exactly the XLA case."""
+    import dataclasses
+
+    from components.push.serving_files import xla_compiled_functions
+    from components.train.export import transformed_fn
+
+    cfg = dataclasses.replace(TINY, serving_xla=serving_xla)
+    batch = _batch(3)
+    serve = transformed_fn(model, cfg)
+    got = serve(*(tf.constant(batch[k]) for k in (F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS)))["probability"]
+    np.testing.assert_allclose(got.numpy(), model(batch).numpy(), atol=1e-6)
+    module = tf.Module()
+    module.model_variables = list(model.variables)
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures={"serving_transformed": serve})
+    assert bool(xla_compiled_functions(tmp_path / "m")) is serving_xla
