@@ -44,9 +44,9 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     base_dir = layout.version_dir(paths.model_base, base_version) if base_version is not None else None
     log.info("candidate %s; baseline %s", paths.model_dir,
              f"served version {base_version}" if base_dir else "none (first model)")
-    scorers = {"candidate": Scorer(paths.model_dir)}
+    scorers = {"candidate": Scorer(paths.model_dir, config.eval.batch_size)}
     if base_dir is not None:
-        scorers["baseline"] = Scorer(base_dir)
+        scorers["baseline"] = Scorer(base_dir, config.eval.batch_size)
 
     data = EvalData(paths, config.eval.slices, config.eval.batch_size)
     scored = _score(data, scorers, sample_size=max(config.push.warmup_requests, 8))

@@ -49,5 +49,6 @@ def test_every_step_cli_takes_the_shared_run_arguments():
         assert done.returncode == 0, done.stderr
         for flag in ("--date", "--run-id", "--config", "--overrides-json", "--set", "--result-json"):
             assert flag in done.stdout, (step, flag)
-    done = subprocess.run([sys.executable, "-m", "components.push", "rollback", "--help"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "components.push", "rollback", "--help"],
+                          capture_output=True, text=True)
     assert "--overrides-json" in done.stdout and "--date" not in done.stdout

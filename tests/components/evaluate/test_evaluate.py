@@ -97,3 +97,21 @@ def test_missing_candidate_is_an_error(runs):
 
     with pytest.raises(EvalError, match="no candidate SavedModel"):
         run(config, paths)
+
+
+def test_a_short_batch_is_padded_to_the_one_batch_shape_and_the_padding_dropped(standins):
+    """An XLA export compiles per batch shape; padding must not change any row's prediction."""
+    import numpy as np
+
+    from components.evaluate.scoring import Scorer
+    from pipeline import features as F
+
+    rng = np.random.default_rng(3)
+    rows = {F.TITLE: np.array(["red shoe", "blue hat", "green bag"], dtype=object),
+            F.IMAGE: rng.random((3, F.IMAGE_DIM), dtype=np.float32),
+            F.HISTORY: np.array([[5, 7, 0], [9, 0, 0], [11, 12, 13]], dtype=np.int64)}
+    plain, padded = Scorer(standins["good"]), Scorer(standins["good"], batch_size=8)
+    got = padded(rows)
+    assert got.shape == (3,)
+    np.testing.assert_allclose(got, plain(rows), atol=1e-6)
+    assert len(set(np.round(got, 6))) == 3      # distinct rows, not the repeated padding row
