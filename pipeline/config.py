@@ -126,6 +126,7 @@ class PushConfig:
     allow_backfill: bool = False     # a run older than the served model's data never serves
     tflite: bool = False
     warmup_requests: int = 8         # also the number of eval examples verified after publish
+    warmup_batch_sizes: tuple[int, ...] = (1,)  # shapes compiled at load (XLA export: ~1.5 s each)
     verify_tolerance: float = 1e-5   # max |served - evaluated| probability on the same examples
     verify_timeout_s: float = 300.0  # the fresh verification process
 
@@ -191,6 +192,7 @@ _CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
     "eval.max_log_loss": (lambda v: v is None or v > 0, "null or a float > 0"),
     "push.keep_versions": (lambda v: v >= 2, "an int >= 2 (served + previous)"),
     "push.warmup_requests": (lambda v: v >= 1, "an int >= 1"),
+    "push.warmup_batch_sizes": (lambda v: len(v) >= 1 and min(v) >= 1, "a non-empty list of ints >= 1"),
     "push.verify_tolerance": (lambda v: v > 0, "a float > 0"),
     "eval.batch_size": (lambda v: v >= 1, "an int >= 1"),
     "eval.bootstrap_samples": (lambda v: v >= 0, "an int >= 0 (0 = no bootstrap)"),

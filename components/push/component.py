@@ -109,7 +109,7 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     }
     tmp = publish.stage(paths.model_dir, base, name, version, digest, extras)
     serving_files.write_warmup(tmp / layout.ASSETS_EXTRA / layout.WARMUP_FILE,
-                               serving_files.warmup_records(examples, name))
+                               serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes))
     vdir = publish.publish(tmp, paths.model_base, version)
     log.info("published %s (previously served: %s); verifying in a fresh process", vdir, served)
     check = verify_version(vdir, body, expected, config.push.verify_tolerance, config.push.verify_timeout_s)

@@ -38,23 +38,30 @@ def rest_body(examples: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def warmup_records(examples: list[dict[str, Any]], model_name: str) -> list[bytes]:
-    """One batch-1 PredictRequest per example (the latency-critical shape), as PredictionLogs."""
+def warmup_records(examples: list[dict[str, Any]], model_name: str,
+                   batch_sizes: tuple[int, ...] = (1,)) -> list[bytes]:
+    """PredictionLogs for TF Serving to replay at load: one batch-1 request per example (the
+    latency-critical shape), then one request per larger size in `batch_sizes`, its rows cycled
+    from the examples. Each distinct batch shape is one XLA compile of the export, paid here
+    at load instead of by the first client that sends it (match TF Serving's allowed_batch_sizes).
+    """
+    batches = [[e] for e in examples] if 1 in batch_sizes else []
+    batches += [[examples[i % len(examples)] for i in range(size)] for size in sorted(set(batch_sizes)) if size > 1]
+    return [_prediction_log(rows, model_name) for rows in batches]
+
+
+def _prediction_log(rows: list[dict[str, Any]], model_name: str) -> bytes:
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
-    records = []
-    for e in examples:
-        request = predict_pb2.PredictRequest()
-        request.model_spec.name = model_name
-        request.model_spec.signature_name = SIGNATURE
-        request.inputs[F.TITLE].CopyFrom(tf.make_tensor_proto([e[F.TITLE]], dtype=tf.string))
-        request.inputs[F.IMAGE].CopyFrom(
-            tf.make_tensor_proto(np.asarray([e[F.IMAGE]], dtype=np.float32)))
-        request.inputs[F.HISTORY].CopyFrom(tf.make_tensor_proto(_padded([e[F.HISTORY]])))
-        log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
-        records.append(log.SerializeToString())
-    return records
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = SIGNATURE
+    request.inputs[F.TITLE].CopyFrom(tf.make_tensor_proto([e[F.TITLE] for e in rows], dtype=tf.string))
+    request.inputs[F.IMAGE].CopyFrom(tf.make_tensor_proto(np.asarray([e[F.IMAGE] for e in rows], dtype=np.float32)))
+    request.inputs[F.HISTORY].CopyFrom(tf.make_tensor_proto(_padded([e[F.HISTORY] for e in rows])))
+    log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+    return log.SerializeToString()
 
 
 def write_warmup(path: Path, records: list[bytes]) -> None:

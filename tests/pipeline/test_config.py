@@ -55,6 +55,8 @@ def test_round_trip_through_dict():
         ("", {"train.epochs": True}, ["train.epochs", "expected int"]),
         ("", {"eval.slices": "platform"}, ["eval.slices", "expected a list"]),
         ("", {"nope.key": 1}, ["unknown config key 'nope.key'"]),
+        ("", {"push.warmup_batch_sizes": [1, 0]}, ["push.warmup_batch_sizes", "ints >= 1"]),
+        ("", {"push.warmup_batch_sizes": []}, ["push.warmup_batch_sizes", "non-empty"]),
         ("train: 3\n", {}, ["train must be a mapping"]),
         ("- a\n- b\n", {}, ["expected a mapping"]),
     ],

@@ -124,3 +124,22 @@ def test_models_config_keeps_other_models_and_rejects_garbage(tmp_path):
     path.write_text("model_config_list { config { nme: 1 }")
     with pytest.raises(ValueError, match="not a ModelServerConfig"):
         models_config_text(path, "recommender", tmp_path / "recommender")
+
+
+def test_warmup_covers_each_configured_batch_shape(tmp_path):
+    """One batch-1 request per example, then one request per larger size (rows cycled): each
+    shape the XLA export will see compiles at load, not on a client's first request."""
+    import tensorflow as tf
+
+    from components.push.serving_files import warmup_records, write_warmup
+
+    examples = [{"title": f"item {i}", "image_embedding": [float(i)] * 2048, "history_item_ids": [i + 1] * (i + 1)}
+                for i in range(3)]
+    path = tmp_path / "assets.extra" / "tf_serving_warmup_requests"
+    write_warmup(path, warmup_records(examples, "recommender", (16, 1, 4)))
+    shapes = [tuple(tf.make_ndarray(log.predict_log.request.inputs["history_item_ids"]).shape)
+              for log in read_warmup(path)]
+    assert shapes == [(1, 1), (1, 2), (1, 3), (4, 3), (16, 3)]
+    titles = tf.make_ndarray(read_warmup(path)[-1].predict_log.request.inputs["title"])
+    assert [t.decode() for t in titles[:4]] == ["item 0", "item 1", "item 2", "item 0"]
+    assert len(warmup_records(examples, "recommender", (8,))) == 1      # no batch-1 requests asked for
