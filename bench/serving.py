@@ -34,6 +34,7 @@ import numpy as np
 
 from bench.common import write_result
 from pipeline import features as F
+from pipeline.config import PROJECT_ROOT, load_config
 
 log = logging.getLogger("bench.serving")
 RUNS = 1000
@@ -51,8 +52,9 @@ def served_model(config) -> Path | None:
 def build_reference_model(workdir: Path, config) -> tuple[Path, Path]:
     """Real preprocess (tf.Transform graph) + real architecture + real export, untrained.
 
-    Exported twice from the same weights: as configured (XLA-compiled model part by default)
-    and with `model.serving_xla: false`, the reference measured in the same run.
+    Exported twice with the same weights: as configured (XLA-compiled model part by default)
+    and as `model.serving_xla: false` builds and exports it (unrolled LSTMs, plain graph), the
+    reference measured in the same run.
     """
     from components import preprocess
     from components.train.export import export_saved_model
@@ -65,10 +67,13 @@ def build_reference_model(workdir: Path, config) -> tuple[Path, Path]:
              events_per_day=1500, seed=7)
     paths = RunPaths.for_run(config, day, "bench")
     preprocess.run(config, paths)
-    model = build_model(config.model, VocabSizes.from_config(config.model))
+    vocab = VocabSizes.from_config(config.model)
+    model = build_model(config.model, vocab)
     plain_cfg = dataclasses.replace(config.model, serving_xla=False)
+    plain = build_model(plain_cfg, vocab)          # what serving_xla: false trains: unrolled LSTMs
+    plain.set_weights(model.get_weights())
     return (export_saved_model(model, paths.transform_dir, workdir / "model", config.model),
-            export_saved_model(model, paths.transform_dir, workdir / "model_plain", plain_cfg))
+            export_saved_model(plain, paths.transform_dir, workdir / "model_plain", plain_cfg))
 
 
 def example_request() -> dict:
@@ -93,15 +98,16 @@ def interleaved_latency(calls: dict, rounds: int = 5, warmup: int = 50) -> dict[
                 start = time.perf_counter()
                 call()
                 times[name].append((time.perf_counter() - start) * 1000)
-    return {name: {"p50_ms": float(np.percentile(t, 50)), "p99_ms": float(np.percentile(t, 99)),
-                   "mean_ms": float(np.mean(t)), "runs": len(t)} for name, t in times.items()}
+    from components.push.tflite import summary_ms
+
+    return {name: summary_ms(t) for name, t in times.items()}
 
 
 def measure(model_dir: Path, example: dict, model_cfg, plain_dir: Path | None = None) -> dict:
     import tensorflow as tf
 
     from components.push import tflite
-    from components.push.serving_files import xla_compiled_functions
+    from components.train.export import xla_compiled_functions
 
     inputs = {k: tf.constant(v) for k, v in tflite.batch1_inputs(example).items()}
     fn = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
@@ -148,8 +154,6 @@ def tflite_figures(model_dir: Path, example: dict, model_cfg) -> dict:
 
 
 def reference_config(work: Path):
-    from pipeline.config import load_config
-
     return load_config(env={}, overrides={
         "data.raw_root": str(work / "raw"), "data.artifact_root": str(work / "artifacts"),
         "data.staging_root": str(work / "ssd"), "data.serving_base": str(work / "serving"),
@@ -159,7 +163,8 @@ def reference_config(work: Path):
 def build_in_child(work: Path) -> tuple[Path, Path]:
     """Build the reference exports in a child process: a process that ran a Beam pipeline keeps
     its threads (and crashes at exit, see tests/conftest.py); measured beside them, p99 was 18 ms."""
-    subprocess.run([sys.executable, "-m", "bench.serving", "--build-reference", str(work)], check=True)
+    subprocess.run([sys.executable, "-m", "bench.serving", "--build-reference", str(work)], check=True,
+                   cwd=PROJECT_ROOT)
     return work / "model", work / "model_plain"
 
 
@@ -168,12 +173,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--build-reference", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv or [])
-    if args.build_reference:
-        build_reference_model(args.build_reference, reference_config(args.build_reference))
+    if args.build_reference:         # the child: never the interpreter's own exit after Beam
+        status = 0
+        try:
+            build_reference_model(args.build_reference, reference_config(args.build_reference))
+        except Exception:  # noqa: BLE001 - reported here, then the child exits 1
+            log.exception("building the reference model failed")
+            status = 1
         logging.shutdown()
-        os._exit(0)
-    from pipeline.config import load_config
-
+        os._exit(status)
     config = load_config()
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
         model_dir, plain_dir, source = args.model_dir, None, "--model-dir"

@@ -25,9 +25,10 @@ class ScoringError(RuntimeError):
 class Scorer:
     """Loads `model_dir` once; `__call__` maps serving inputs to a float32 probability vector.
 
-    With `batch_size`, a shorter (last) batch is padded up to it by repeating its first row and
-    the padding's predictions dropped: an XLA-compiled export compiles once per batch shape
-    (~1.5 s at reference size), so every batch keeps the one shape.
+    With `batch_size`, every shorter batch (a file's last one, one that lost rejected rows) is
+    padded up to it by repeating its first row, and the padding's predictions dropped: an
+    XLA-compiled export compiles once per batch shape (~1.5 s at reference size), so every
+    batch keeps the one shape, for at most one batch of extra compute per short batch.
     """
 
     def __init__(self, model_dir: Path, batch_size: int | None = None):
@@ -54,7 +55,7 @@ class Scorer:
     def __call__(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         tf = self._tf
         rows = len(inputs[F.TITLE])
-        pad = max(0, (self.batch_size or rows) - rows)
+        pad = max(0, (self.batch_size or rows) - rows) if rows else 0
         tensors = {name: tf.constant(_pad_rows(np.asarray(inputs[name]), pad), dtype=spec.dtype)
                    for name, spec in self.input_specs.items()}
         outputs = self._fn(**tensors)

@@ -86,22 +86,7 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     body = serving_files.rest_body(examples)
     expected = [e["candidate_probability"] for e in examples]
     version = layout.next_version(base, name)
-    metrics = evaluation["metrics"]
-    needs_xla = bool(serving_files.xla_compiled_functions(paths.model_dir))
-    if needs_xla:
-        log.info("version %d is XLA-compiled: TF Serving must run with --xla_cpu_compilation_enabled=true "
-                 "(or export with model.serving_xla: false)", version)
-    record = {
-        "version": version, "model_name": name, "source": "push", "run_id": paths.run_id,
-        "run_date": paths.ds, "data_date": paths.ds, "pushed_at": _now(), "model_dir": str(paths.model_dir),
-        "model_digest": digest, "previous_version": served, **flags,
-        "tf_serving_flags": ["--xla_cpu_compilation_enabled=true"] if needs_xla else [],
-        "evaluation": {"blessed": evaluation["verdict"][0], "reasons": evaluation["verdict"][1],
-                       "candidate_auc": metrics["candidate"]["auc"],
-                       "baseline_version": metrics["baseline_version"],
-                       "metrics_path": str(paths.eval_dir / METRICS_FILE)},
-        "expected_predictions": expected,
-    }
+    record = _push_record(paths, evaluation, digest, version, served, flags) | {"expected_predictions": expected}
     extras = {
         layout.PUSH_RECORD: json.dumps(record, indent=2).encode(),
         layout.VERIFY_REQUESTS: json.dumps(body).encode(),
@@ -130,6 +115,28 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     return PushResult(pushed=True, reason=f"pushed version {version}: {check.detail}", version=version,
                       version_dir=str(vdir), served_version=version,
                       record_path=str(paths.push_dir / RUN_RECORD))
+
+
+def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, version: int,
+                 served: int | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """What was pushed, from which run and evaluation, and what the model server must provide."""
+    from components.train.export import tf_serving_flags
+
+    server_flags = tf_serving_flags(paths.model_dir)
+    if server_flags:
+        log.info("version %d needs TF Serving started with %s (model.serving_xla: false exports a "
+                 "model that does not)", version, " ".join(server_flags))
+    metrics = evaluation["metrics"]
+    return {
+        "version": version, "model_name": paths.model_name, "source": "push", "run_id": paths.run_id,
+        "run_date": paths.ds, "data_date": paths.ds, "pushed_at": _now(), "model_dir": str(paths.model_dir),
+        "model_digest": digest, "previous_version": served, **flags,
+        "tf_serving_flags": server_flags,
+        "evaluation": {"blessed": evaluation["verdict"][0], "reasons": evaluation["verdict"][1],
+                       "candidate_auc": metrics["candidate"]["auc"],
+                       "baseline_version": metrics["baseline_version"],
+                       "metrics_path": str(paths.eval_dir / METRICS_FILE)},
+    }
 
 
 def _already_served(config: Config, paths: RunPaths, served: int, record: dict[str, Any]) -> PushResult:

@@ -45,6 +45,8 @@ def warmup_records(examples: list[dict[str, Any]], model_name: str,
     from the examples. Each distinct batch shape is one XLA compile of the export, paid here
     at load instead of by the first client that sends it (match TF Serving's allowed_batch_sizes).
     """
+    if not examples:
+        return []
     batches = [[e] for e in examples] if 1 in batch_sizes else []
     batches += [[examples[i % len(examples)] for i in range(size)] for size in sorted(set(batch_sizes)) if size > 1]
     return [_prediction_log(rows, model_name) for rows in batches]
@@ -123,17 +125,3 @@ def write_models_config(serving_base: Path, model_name: str) -> Path:
     fsutil.fsync_dir(serving_base)
     return path
 
-
-def xla_compiled_functions(saved_model_dir: Path) -> list[str]:
-    """Names of the SavedModel's functions marked for XLA (`jit_compile=True`).
-
-    TF Serving answers those only when started with `--xla_cpu_compilation_enabled=true`
-    (its flag help: otherwise "models utilizing this feature will return bad Status on first
-    compilation request"), so the push record and log say which server flag a version needs.
-    """
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString((Path(saved_model_dir) / "saved_model.pb").read_bytes())
-    return sorted({fn.signature.name for graph in proto.meta_graphs for fn in graph.graph_def.library.function
-                   if fn.attr["_XlaMustCompile"].b})

@@ -64,8 +64,13 @@ def latency_ms(call: Callable[[], Any], runs: int = 300, warmup: int = 20) -> di
         start = time.perf_counter()
         call()
         times[i] = (time.perf_counter() - start) * 1000
+    return summary_ms(times)
+
+
+def summary_ms(times_ms) -> dict[str, float]:
+    times = np.asarray(times_ms, dtype=float)
     return {"p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99)),
-            "mean_ms": float(times.mean()), "runs": runs}
+            "mean_ms": float(times.mean()), "runs": len(times)}
 
 
 def savedmodel_latency(saved_model_dir: Path, inputs: dict[str, np.ndarray], runs: int = 300) -> dict:

@@ -111,7 +111,9 @@ def test_a_short_batch_is_padded_to_the_one_batch_shape_and_the_padding_dropped(
             F.IMAGE: rng.random((3, F.IMAGE_DIM), dtype=np.float32),
             F.HISTORY: np.array([[5, 7, 0], [9, 0, 0], [11, 12, 13]], dtype=np.int64)}
     plain, padded = Scorer(standins["good"]), Scorer(standins["good"], batch_size=8)
+    seen, signature = [], padded._fn
+    padded._fn = lambda **tensors: seen.append(tensors[F.TITLE].shape[0]) or signature(**tensors)
     got = padded(rows)
-    assert got.shape == (3,)
+    assert seen == [8] and got.shape == (3,)
     np.testing.assert_allclose(got, plain(rows), atol=1e-6)
     assert len(set(np.round(got, 6))) == 3      # distinct rows, not the repeated padding row

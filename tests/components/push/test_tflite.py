@@ -13,26 +13,18 @@ TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, im
 @pytest.fixture(scope="module")
 def core_export(tmp_path_factory):
     """The real architecture (masked LSTMs) saved the way the training export saves it:
-    a tf.Module holding the Keras model's variables and a `serving_transformed` signature
-    traced with a dynamic batch."""
+    a tf.Module holding the Keras model's variables and the export's own `serving_transformed`
+    function (XLA-compiled, dynamic batch)."""
     import tensorflow as tf
 
+    from components.train.export import transformed_fn
     from components.train.model import VocabSizes, build_model
-    from pipeline import features as F
 
     model = build_model(TINY, VocabSizes(title=30, items=40))
     module = tf.Module()
     module.model_variables = list(model.variables)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, TINY.title_len], tf.int64, name=F.TITLE_IDS),
-                                  tf.TensorSpec([None, F.IMAGE_DIM], tf.float32, name=F.IMAGE_Z),
-                                  tf.TensorSpec([None, TINY.history_len], tf.int64, name=F.HISTORY_IDS)])
-    def serve_transformed(title_ids, image, history_ids):
-        features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
-        return {"probability": model(features, training=False)}
-
     out = tmp_path_factory.mktemp("core") / "model"
-    tf.saved_model.save(module, str(out), signatures={"serving_transformed": serve_transformed})
+    tf.saved_model.save(module, str(out), signatures={"serving_transformed": transformed_fn(model, TINY)})
     return out
 
 

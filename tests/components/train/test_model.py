@@ -87,10 +87,11 @@ def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_
     it then needs), never what it predicts; the SavedModel marks exactly the XLA case."""
     import dataclasses
 
-    from components.push.serving_files import xla_compiled_functions
-    from components.train.export import transformed_fn
+    from components.train.export import tf_serving_flags, transformed_fn
 
     cfg = dataclasses.replace(TINY, serving_xla=serving_xla)
+    # Without XLA the fixed-length LSTMs are unrolled (no per-step executor overhead).
+    assert build_model(cfg, VocabSizes.from_config(cfg)).get_layer("history_lstm").unroll is not serving_xla
     batch = _batch(3)
     serve = transformed_fn(model, cfg)
     got = serve(*(tf.constant(batch[k]) for k in (F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS)))["probability"]
@@ -98,4 +99,4 @@ def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_
     module = tf.Module()
     module.model_variables = list(model.variables)
     tf.saved_model.save(module, str(tmp_path / "m"), signatures={"serving_transformed": serve})
-    assert bool(xla_compiled_functions(tmp_path / "m")) is serving_xla
+    assert tf_serving_flags(tmp_path / "m") == (["--xla_cpu_compilation_enabled=true"] if serving_xla else [])
