@@ -37,16 +37,17 @@ INPUT_BATCHES = 120
 def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int = 0) -> None:
     import tensorflow as tf
 
+    from components.train.model import VocabSizes
     from pipeline import features as F
 
     rng = np.random.default_rng(seed)
-    title_hi = model_cfg.title_vocab_size + model_cfg.oov_buckets + 1
-    item_hi = model_cfg.item_vocab_size + model_cfg.oov_buckets + 1
+    vocab = VocabSizes.from_config(model_cfg)
+    title_hi, item_hi = vocab.title, vocab.items
     serialized = []
     for _ in range(UNIQUE):
         title = np.zeros(model_cfg.title_len, np.int64)
-        title[: rng.integers(3, model_cfg.title_len + 1)] = rng.integers(1, title_hi, 1)[0]
-        title[title > 0] = rng.integers(1, title_hi, int((title > 0).sum()))
+        words = rng.integers(3, model_cfg.title_len + 1)
+        title[:words] = rng.integers(1, title_hi, words)
         history = np.zeros(model_cfg.history_len, np.int64)
         n = rng.integers(0, model_cfg.history_len + 1)
         history[model_cfg.history_len - n:] = rng.integers(1, item_hi, n)

@@ -71,10 +71,17 @@ def remove_stale_temps(parent: Path, name: str) -> list[Path]:
     return removed
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Temp sibling, fsync, rename, fsync the directory: readers see the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    with open(tmp, "rb") as f:
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))

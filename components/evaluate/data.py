@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from components.evaluate.scoring import pad_histories
 from pipeline import features as F
 from pipeline.paths import RunPaths
 
@@ -48,16 +49,8 @@ class EvalBatch:
     def __len__(self) -> int:
         return len(self.label)
 
-    def padded_history(self) -> np.ndarray:
-        """int64 [b, max(1, longest)] right-padded with 0 (the signature's padding id)."""
-        width = max(1, max((len(h) for h in self.history), default=0))
-        out = np.zeros((len(self.history), width), dtype=np.int64)
-        for i, h in enumerate(self.history):
-            out[i, : len(h)] = h
-        return out
-
     def serving_inputs(self) -> dict[str, np.ndarray]:
-        return {F.TITLE: self.title, F.IMAGE: self.image, F.HISTORY: self.padded_history()}
+        return {F.TITLE: self.title, F.IMAGE: self.image, F.HISTORY: pad_histories(self.history)}
 
 
 class Catalog:

@@ -18,6 +18,16 @@ SIGNATURE = "serving_default"
 OUTPUT = "probability"
 
 
+def pad_histories(histories) -> np.ndarray:
+    """int64 [b, max(1, longest)] right-padded with 0 (the signature's padding id): one dense
+    request tensor, whether for scoring, a TF Serving REST body or a warmup request."""
+    width = max(1, max((len(h) for h in histories), default=0))
+    out = np.zeros((len(histories), width), dtype=np.int64)
+    for i, h in enumerate(histories):
+        out[i, : len(h)] = h
+    return out
+
+
 class ScoringError(RuntimeError):
     """A SavedModel lacks the raw serving signature or returns something unusable."""
 

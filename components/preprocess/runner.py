@@ -23,7 +23,7 @@ from components.preprocess.report import row_report
 from components.preprocess.sinks import shard_name
 from components.validate import ValidationError, check_inputs
 from pipeline.config import Config
-from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
+from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import PreprocessResult
 
@@ -98,7 +98,7 @@ def _complete_shards(out_dir: Path, stats: list[dict], shards: dict[str, int]) -
                 (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
                 (out_dir / name).write_bytes(b"")
                 stats.append({"name": name, "split": split, "shard": shard, "examples": 0, "bytes": 0,
-                              "sha256": M.sha256_file(out_dir / name)})
+                              "sha256": sha256_file(out_dir / name)})
     return stats
 
 

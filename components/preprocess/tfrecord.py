@@ -14,8 +14,11 @@ import os
 import queue
 import struct
 import threading
+from pathlib import Path
 
 import google_crc32c
+
+from pipeline.fsutil import sha256_file
 
 _BUFFER = 4 << 20
 _FSYNC_EVERY = 64 << 20     # start writeback early, off the main thread: publish's fsync is then quick
@@ -149,9 +152,4 @@ class ShardWriter:
 
 
 def _size_and_sha(path: str) -> tuple[int, str]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as f:
-        while block := f.read(_BUFFER):
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
+    return os.path.getsize(path), sha256_file(Path(path))

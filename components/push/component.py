@@ -108,7 +108,7 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     serving_files.write_models_config(base, name)
     history = layout.write_history(base, name, "push", version, record)
     removed = publish.apply_retention(paths.model_base, config.push.keep_versions)
-    tflite = _maybe_tflite(config, paths)
+    tflite = _maybe_tflite(config, paths, evaluation["sample"])
     _write_run_record(paths, {**record, "pushed": True, "history_record": str(history),
                               "retention_removed": removed, "tflite": tflite})
     log.info("version %d serves; %s", version, check.detail)
@@ -169,13 +169,12 @@ def _skip(paths: RunPaths, reason: str, served: int | None = None) -> PushResult
                       record_path=str(paths.push_dir / RUN_RECORD))
 
 
-def _maybe_tflite(config: Config, paths: RunPaths) -> dict[str, Any] | None:
+def _maybe_tflite(config: Config, paths: RunPaths, examples: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not config.push.tflite:
         return None
     from components.push.tflite import convert_and_measure
 
-    return convert_and_measure(paths.model_dir, paths.push_dir / "model.tflite",
-                               json.loads((paths.eval_dir / SAMPLE_FILE).read_text())["examples"],
+    return convert_and_measure(paths.model_dir, paths.push_dir / "model.tflite", examples,
                                model_cfg=config.model, runs=100)
 
 

@@ -5,30 +5,21 @@ format), so what the tests parse back is exactly what the model server reads.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from components.evaluate.scoring import pad_histories
 from pipeline import features as F
 from pipeline import fsutil
 
 SIGNATURE = "serving_default"
 
 
-def _padded(histories: list[list[int]]) -> np.ndarray:
-    """Right-pad with 0 to a common width (>= 1): a request batch is one dense tensor."""
-    width = max(1, max((len(h) for h in histories), default=0))
-    out = np.zeros((len(histories), width), dtype=np.int64)
-    for i, h in enumerate(histories):
-        out[i, : len(h)] = h
-    return out
-
-
 def rest_body(examples: list[dict[str, Any]]) -> dict[str, Any]:
     """A TF Serving REST predict body in row ("instances") format for eval-sample examples."""
-    history = _padded([e[F.HISTORY] for e in examples])
+    history = pad_histories([e[F.HISTORY] for e in examples])
     return {
         "signature_name": SIGNATURE,
         "instances": [
@@ -61,7 +52,7 @@ def _prediction_log(rows: list[dict[str, Any]], model_name: str) -> bytes:
     request.model_spec.signature_name = SIGNATURE
     request.inputs[F.TITLE].CopyFrom(tf.make_tensor_proto([e[F.TITLE] for e in rows], dtype=tf.string))
     request.inputs[F.IMAGE].CopyFrom(tf.make_tensor_proto(np.asarray([e[F.IMAGE] for e in rows], dtype=np.float32)))
-    request.inputs[F.HISTORY].CopyFrom(tf.make_tensor_proto(_padded([e[F.HISTORY] for e in rows])))
+    request.inputs[F.HISTORY].CopyFrom(tf.make_tensor_proto(pad_histories([e[F.HISTORY] for e in rows])))
     log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
     return log.SerializeToString()
 
@@ -114,14 +105,6 @@ def models_config_text(path: Path, model_name: str, base_path: Path) -> str:
 def write_models_config(serving_base: Path, model_name: str) -> Path:
     """Atomically write <serving_base>/models.config (temp file, fsync, rename)."""
     path = serving_base / "models.config"
-    text = models_config_text(path, model_name, (serving_base / model_name).resolve())
-    serving_base.mkdir(parents=True, exist_ok=True)
-    tmp = fsutil.temp_sibling(path)
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsutil.fsync_dir(serving_base)
+    fsutil.write_text_atomic(path, models_config_text(path, model_name, (serving_base / model_name).resolve()))
     return path
 

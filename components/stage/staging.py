@@ -9,7 +9,7 @@ from pathlib import Path
 
 from components.preprocess import manifest as M
 from pipeline.config import Config
-from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling
+from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling
 from pipeline.paths import RunPaths
 from pipeline.results import StageResult
 
@@ -57,7 +57,7 @@ def verify_staged(staged_dir: Path) -> list[str]:
             problems.append(f"{path}: missing")
         elif path.stat().st_size != shard["bytes"]:
             problems.append(f"{path}: {path.stat().st_size} bytes, manifest says {shard['bytes']}")
-        elif M.sha256_file(path) != shard["sha256"]:
+        elif sha256_file(path) != shard["sha256"]:
             problems.append(f"{path}: sha256 mismatch")
     return problems
 

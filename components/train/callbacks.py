@@ -28,12 +28,7 @@ class ThroughputMeter(keras.callbacks.Callback):
         self.global_batch = global_batch
         self.steps = 0
         self._start: float | None = None
-        self._first_start: float | None = None
         self.seconds = 0.0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self._first_start is None:
-            self._first_start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()

@@ -88,18 +88,21 @@ def shard_files(files: Sequence[Path], num_workers: int, worker_index: int) -> l
 def worker_files(files: Sequence, num_workers: int, worker_index: int) -> list:
     """What worker i reads: its round-robin files, or all of them when there are fewer files
     than workers (record-level sharding; decided from the count alone, so all workers agree)."""
-    if len(files) < num_workers:
+    if record_level_sharding(files, num_workers):
         return list(files)
     return shard_files(files, num_workers, worker_index)
 
 
+def record_level_sharding(files: Sequence, num_workers: int) -> bool:
+    """Fewer files than workers: every worker reads all files and keeps every N-th record."""
+    return len(files) < num_workers
+
+
 def feature_spec(model_cfg: ModelConfig) -> dict[str, tf.io.FixedLenFeature]:
-    return {
-        F.TITLE_IDS: tf.io.FixedLenFeature([model_cfg.title_len], tf.int64),
-        F.IMAGE_Z: tf.io.FixedLenFeature([F.IMAGE_DIM], tf.float32),
-        F.HISTORY_IDS: tf.io.FixedLenFeature([model_cfg.history_len], tf.int64),
-        F.LABEL_KEY: tf.io.FixedLenFeature([], tf.int64),
-    }
+    """The parsing spec of the shards, as the stage that writes them defines it."""
+    from components.preprocess.transform import transformed_feature_spec
+
+    return transformed_feature_spec(model_cfg)
 
 
 def make_parse_fn(model_cfg: ModelConfig):
@@ -137,7 +140,7 @@ def make_dataset(
     if not files:
         raise ValueError("no non-empty shard: nothing to read")
     mine = worker_files(files, num_workers, worker_index)
-    record_level = len(files) < num_workers
+    record_level = record_level_sharding(files, num_workers)
     if record_level:
         # Fewer files than workers: every worker reads all files in the same fixed order and
         # keeps every N-th record. Correct but N times the reading; the preprocess step
