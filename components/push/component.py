@@ -14,7 +14,6 @@ Order of operations, and why:
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from typing import Any
@@ -100,14 +99,11 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     check = verify_version(vdir, body, expected, config.push.verify_tolerance, config.push.verify_timeout_s)
     record["verification"] = check.to_dict()
     if not check.ok:
-        layout.unpublish(vdir)
-        layout.write_history(base, name, "push", version, {**record, "unpublished": True})
+        publish.withdraw(vdir, "push", record)
         _write_run_record(paths, {**record, "pushed": False, "unpublished": True})
         raise PushError(f"verification of version {version} failed, unpublished it "
                         f"(version {served} is served again): {check.detail}")
-    serving_files.write_models_config(base, name)
-    history = layout.write_history(base, name, "push", version, record)
-    removed = publish.apply_retention(paths.model_base, config.push.keep_versions)
+    history, removed = publish.finish(vdir, "push", record, config.push.keep_versions)
     tflite = _maybe_tflite(config, paths, evaluation["sample"])
     _write_run_record(paths, {**record, "pushed": True, "history_record": str(history),
                               "retention_removed": removed, "tflite": tflite})
@@ -129,7 +125,7 @@ def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, versi
     metrics = evaluation["metrics"]
     return {
         "version": version, "model_name": paths.model_name, "source": "push", "run_id": paths.run_id,
-        "run_date": paths.ds, "data_date": paths.ds, "pushed_at": _now(), "model_dir": str(paths.model_dir),
+        "run_date": paths.ds, "data_date": paths.ds, "pushed_at": publish.now_iso(), "model_dir": str(paths.model_dir),
         "model_digest": digest, "previous_version": served, **flags,
         "tf_serving_flags": server_flags,
         "evaluation": {"blessed": evaluation["verdict"][0], "reasons": evaluation["verdict"][1],
@@ -164,7 +160,7 @@ def _skip(paths: RunPaths, reason: str, served: int | None = None) -> PushResult
     served = layout.served_version(paths.model_base) if served is None else served
     log.warning("push skipped: %s", reason)
     _write_run_record(paths, {"pushed": False, "reason": reason, "run_id": paths.run_id,
-                              "run_date": paths.ds, "served_version": served, "at": _now()})
+                              "run_date": paths.ds, "served_version": served, "at": publish.now_iso()})
     return PushResult(pushed=False, reason=reason, served_version=served,
                       record_path=str(paths.push_dir / RUN_RECORD))
 
@@ -180,7 +176,3 @@ def _maybe_tflite(config: Config, paths: RunPaths, examples: list[dict[str, Any]
 
 def _write_run_record(paths: RunPaths, record: dict[str, Any]) -> None:
     fsutil.write_json_atomic(paths.push_dir / RUN_RECORD, record)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -8,6 +8,7 @@ complete one, plus a hidden temp that the next push deletes.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import logging
 import os
@@ -108,3 +109,24 @@ def apply_retention(model_base: Path, keep: int) -> list[int]:
     if removed:
         log.info("retention (keep %d): removed versions %s", keep, removed)
     return removed
+
+
+def withdraw(vdir: Path, kind: str, record: dict) -> None:
+    """A published version failed verification: unpublish it and record that it existed."""
+    layout.unpublish(vdir)
+    layout.write_history(vdir.parent.parent, vdir.parent.name, kind, int(vdir.name), {**record, "unpublished": True})
+
+
+def finish(vdir: Path, kind: str, record: dict, keep: int) -> tuple[Path, list[int]]:
+    """A verified version serves: models.config, its history record, then retention."""
+    from components.push import serving_files
+
+    base, name = vdir.parent.parent, vdir.parent.name
+    serving_files.write_models_config(base, name)
+    history = layout.write_history(base, name, kind, int(vdir.name), record)
+    return history, apply_retention(vdir.parent, keep)
+
+
+def now_iso() -> str:
+    """Record timestamps: UTC, seconds."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

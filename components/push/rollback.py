@@ -16,12 +16,11 @@ rollback goes one model further back instead of flapping between two versions.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from typing import Any
 
-from components.push import layout, publish, serving_files
+from components.push import layout, publish
 from components.push.verify import verify_version
 from pipeline.config import Config
 from pipeline.results import PushResult
@@ -51,20 +50,17 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
         target_record = layout.read_push_record(tdir) or {}
         version = layout.next_version(base, name)
         record = {**target_record, "version": version, "source": "rollback", "restored_from": target,
-                  "rolled_back_from": served, "reason": reason, "pushed_at": _now()}
+                  "rolled_back_from": served, "reason": reason, "pushed_at": publish.now_iso()}
         # The copy carries the warmup and verification requests; the record is the rollback's.
         tmp = publish.stage(tdir, base, name, version, layout.tree_digest(tdir),
                             {layout.PUSH_RECORD: json.dumps(record, indent=2).encode()})
         vdir = publish.publish(tmp, model_base, version)
         record["verification"] = _verify(config, vdir, target_record)
         if record["verification"] and not record["verification"]["ok"]:
-            layout.unpublish(vdir)
-            layout.write_history(base, name, "rollback", version, {**record, "unpublished": True})
+            publish.withdraw(vdir, "rollback", record)
             raise RollbackError(f"restored copy of version {target} fails verification, unpublished: "
                                 f"{record['verification']['detail']}")
-        serving_files.write_models_config(base, name)
-        path = layout.write_history(base, name, "rollback", version, record)
-        publish.apply_retention(model_base, config.push.keep_versions)
+        path, _ = publish.finish(vdir, "rollback", record, config.push.keep_versions)
     message = f"rolled back: version {version} restores version {target} (was serving {served}): {reason}"
     log.warning(message)
     return PushResult(pushed=True, reason=message, version=version, version_dir=str(vdir),
@@ -94,7 +90,3 @@ def _verify(config: Config, vdir, target_record: dict[str, Any]) -> dict[str, An
     body = json.loads(requests.read_text())
     return verify_version(vdir, body, expected, config.push.verify_tolerance,
                           config.push.verify_timeout_s).to_dict()
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -24,12 +24,14 @@ log = logging.getLogger(__name__)
 WORKER_MODULE = "components.train.worker"
 
 
+WORKER_ENV = {"TF_USE_LEGACY_KERAS": "1",   # Keras 3 fit fails under MWMS: tf_keras
+              "PYTHONUNBUFFERED": "1"}
+WORKER_ENV_DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "2"}   # an operator's own value wins
+
+
 def worker_env(base: dict | None = None) -> dict:
-    """The environment every worker gets (TF_CONFIG is added per worker)."""
-    env = dict(os.environ if base is None else base)
-    env["TF_USE_LEGACY_KERAS"] = "1"         # Keras 3 fit fails under MWMS: tf_keras
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
+    """The environment every local worker gets (TF_CONFIG is added per worker)."""
+    env = {**WORKER_ENV_DEFAULTS, **(os.environ if base is None else base), **WORKER_ENV}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
     return env
 

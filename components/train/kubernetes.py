@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from components.train import WORKER_ENV, WORKER_ENV_DEFAULTS, WORKER_MODULE, worker_args
 from pipeline.config import Config
 from pipeline.paths import RunPaths
 
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 
 PORT = 2222
 CONFIG_MOUNT = "/etc/reco"
-WORKER_MODULE = "components.train.worker"
 POLL_S = 5.0
 
 
@@ -45,17 +45,16 @@ def resource_name(paths: RunPaths) -> str:
 
 
 def worker_command(paths: RunPaths) -> list[str]:
-    return ["python", "-m", WORKER_MODULE, "--config-json", f"{CONFIG_MOUNT}/config.json",
-            "--date", paths.ds, "--run-id", paths.run_id]
+    """The local launcher's worker command, reading the config from the mounted ConfigMap."""
+    return ["python", "-m", WORKER_MODULE, *worker_args(Path(CONFIG_MOUNT) / "config.json", paths)]
 
 
-def _env(config: Config, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
-    env = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-    env.update(extra or {})
+def _env(extra: dict[str, str] | None = None) -> list[dict[str, str]]:
+    env = {**WORKER_ENV_DEFAULTS, **WORKER_ENV, **(extra or {})}
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
-def _labels(paths: RunPaths, name: str) -> dict[str, str]:
+def _labels(name: str) -> dict[str, str]:
     return {"app": "reco-nightly", "step": "train", "reco/run": name}
 
 
@@ -71,7 +70,7 @@ def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
             "name": container,
             "image": config.train.image,
             "command": worker_command(paths),
-            "env": _env(config, extra_env),
+            "env": _env(extra_env),
             "ports": [{"name": "tfjob-port", "containerPort": PORT}],
             "resources": resources,
             "volumeMounts": [
@@ -90,10 +89,10 @@ def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
     }
 
 
-def config_map(config_json: str, paths: RunPaths, name: str, namespace: str) -> dict[str, Any]:
+def config_map(config_json: str, name: str, namespace: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": f"{name}-config", "namespace": namespace,
-                         "labels": _labels(paths, name)},
+                         "labels": _labels(name)},
             "data": {"config.json": config_json}}
 
 
@@ -102,7 +101,7 @@ def tfjob(config: Config, paths: RunPaths, name: str) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
         "metadata": {"name": name, "namespace": config.train.namespace,
-                     "labels": _labels(paths, name)},
+                     "labels": _labels(name)},
         "spec": {
             "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 0,
                           "activeDeadlineSeconds": int(config.train.timeout_s),
@@ -110,7 +109,7 @@ def tfjob(config: Config, paths: RunPaths, name: str) -> dict[str, Any]:
             "successPolicy": "AllWorkers",
             "tfReplicaSpecs": {"Worker": {
                 "replicas": n, "restartPolicy": "Never",
-                "template": {"metadata": {"labels": _labels(paths, name)},
+                "template": {"metadata": {"labels": _labels(name)},
                              "spec": pod_spec(config, paths, name, "tensorflow")}}},
         },
     }
@@ -122,7 +121,7 @@ def indexed_job(config: Config, paths: RunPaths, name: str) -> list[dict[str, An
     hosts = ",".join(f"{name}-{i}.{name}:{PORT}" for i in range(n))
     service = {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "namespace": ns, "labels": _labels(paths, name)},
+        "metadata": {"name": name, "namespace": ns, "labels": _labels(name)},
         "spec": {"clusterIP": "None", "selector": {"job-name": name},
                  "ports": [{"name": "grpc", "port": PORT}], "publishNotReadyAddresses": True},
     }
@@ -130,10 +129,10 @@ def indexed_job(config: Config, paths: RunPaths, name: str) -> list[dict[str, An
     spec["subdomain"] = name
     job = {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": ns, "labels": _labels(paths, name)},
+        "metadata": {"name": name, "namespace": ns, "labels": _labels(name)},
         "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n,
                  "backoffLimit": 0, "activeDeadlineSeconds": int(config.train.timeout_s),
-                 "template": {"metadata": {"labels": _labels(paths, name)}, "spec": spec}},
+                 "template": {"metadata": {"labels": _labels(name)}, "spec": spec}},
     }
     return [service, job]
 
@@ -141,7 +140,7 @@ def indexed_job(config: Config, paths: RunPaths, name: str) -> list[dict[str, An
 def render(config: Config, paths: RunPaths, config_json: str) -> list[dict[str, Any]]:
     """All objects of one training run, in apply order."""
     name = resource_name(paths)
-    docs = [config_map(config_json, paths, name, config.train.namespace)]
+    docs = [config_map(config_json, name, config.train.namespace)]
     if config.train.k8s_flavor == "tfjob":
         docs.append(tfjob(config, paths, name))
     else:
