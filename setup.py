@@ -8,7 +8,7 @@ setup(
     "multi-worker TensorFlow, TF Serving push.",
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*"]),
-    package_data={"": ["*.yaml", "*.html"]},
+    package_data={"components.evaluate": ["templates/*.html.j2"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tf-keras>=2.21,<2.22",
@@ -22,6 +22,7 @@ setup(
         "numpy>=1.26",
         "scikit-learn>=1.5",
         "matplotlib>=3.8",
+        "jinja2>=3.1",
         "pyyaml>=6",
         "psutil>=5.9",
     ],

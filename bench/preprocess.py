@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> dict:
     import tensorflow_transform  # noqa: F401
 
     from components.preprocess import run
-    from components.preprocess.manifest import shard_files
     from pipeline.config import load_config
+    from pipeline.contracts.manifest import shard_files
     from pipeline.datagen import generate
     from pipeline.paths import RunPaths
 
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
         rewritten, raw_seconds = raw_rewrite(files, root / "rewrite")
         assert rewritten == events, (rewritten, events)
         events_per_s, raw_per_s = events / seconds, rewritten / raw_seconds
-        from components.preprocess.runner import running_mode
+        from components.preprocess.run import running_mode
 
         figures = {
             "events": events,

@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import write_result
-from pipeline import features as F
 from pipeline.config import PROJECT_ROOT, load_config
+from pipeline.contracts import features as F
+from pipeline.contracts.signature import SERVING_DEFAULT
 
 log = logging.getLogger("bench.serving")
 RUNS = 1000
@@ -42,11 +43,11 @@ REFERENCE_EDGE_MS, GOAL_P50_MS, GOAL_P99_MS = 5.0, 2.0, 5.0
 
 
 def served_model(config) -> Path | None:
-    from components.push import layout
+    from pipeline.contracts import serving
 
     base = config.data.serving_base / config.push.model_name
-    version = layout.served_version(base)
-    return layout.version_dir(base, version) if version is not None else None
+    version = serving.served_version(base)
+    return serving.version_dir(base, version) if version is not None else None
 
 
 def build_reference_model(workdir: Path, config) -> tuple[Path, Path]:
@@ -110,13 +111,13 @@ def measure(model_dir: Path, example: dict, model_cfg, plain_dir: Path | None = 
     from components.train.export import xla_compiled_functions
 
     inputs = {k: tf.constant(v) for k, v in tflite.batch1_inputs(example).items()}
-    fn = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    fn = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
     start = time.perf_counter()
     fn(**inputs)                     # what TF Serving's warmup pays at load (XLA compiles here)
     first_call_s = time.perf_counter() - start
     calls = {"export": lambda: fn(**inputs)}
     if plain_dir is not None:
-        plain = tf.saved_model.load(str(plain_dir)).signatures["serving_default"]
+        plain = tf.saved_model.load(str(plain_dir)).signatures[SERVING_DEFAULT]
         calls["plain"] = lambda: plain(**inputs)
     lat = interleaved_latency(calls)
     figures = {"p50_ms": lat["export"]["p50_ms"], "p99_ms": lat["export"]["p99_ms"],
@@ -136,7 +137,7 @@ def tflite_figures(model_dir: Path, example: dict, model_cfg) -> dict:
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-tflite-") as tmp:
         report = tflite.convert_and_measure(model_dir, Path(tmp) / "model.tflite", [example],
-                                            model_cfg=model_cfg, runs=RUNS)
+                                            model_cfg=model_cfg, runs=RUNS, time_savedmodel=False)
     raw_sig, core = report["raw_signature"], report.get("core", {})
     figures["tflite_raw_signature"] = (
         f"converts only with {raw_sig.get('mode')}; " + ("runs" if "tflite" in raw_sig else "needs the Flex "

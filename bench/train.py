@@ -38,7 +38,7 @@ def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int
     import tensorflow as tf
 
     from components.train.model import VocabSizes
-    from pipeline import features as F
+    from pipeline.contracts import features as F
 
     rng = np.random.default_rng(seed)
     vocab = VocabSizes.from_config(model_cfg)
@@ -119,7 +119,7 @@ def main() -> dict:
     try:
         data = root / "shards"
         write_shards(data, model_cfg, EXAMPLES, SHARDS)
-        files = read_split(data, "train").files
+        files = read_split(data, "train").non_empty
         real, bare = input_throughput(files, model_cfg, batch)
         gpus = len(tf.config.list_physical_devices("GPU"))
         one = train_throughput(root, data, workers=1, threads=2, pin=False, gpus=gpus)

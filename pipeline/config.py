@@ -62,7 +62,7 @@ class PreprocessConfig:
     warn_row_count_drift: float = 0.3
     readers_per_worker: int = 2          # shards = workers x readers_per_worker x shard_multiple
     shard_multiple: int = 2
-    compression: str = ""                # "" or "GZIP"; uncompressed is 5x faster to read here
+    compression: str = ""                # "" or "GZIP"; uncompressed reads much faster (docs/benchmarks.md)
     side_input_max_items: int = 100_000  # side-input join up to this (~8.3 KB/item/worker), else CoGBK
     staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
 
@@ -104,7 +104,7 @@ class TrainConfig:
     k8s_flavor: str = "tfjob"            # "tfjob" (Kubeflow) or "indexed-job" (+ headless Service)
     k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
     export: bool = True                  # false: train + evaluate only (benchmarks)
-    xla_optimizer: bool = True           # XLA-compiled Adam update, also on CPU (3.5x faster here)
+    xla_optimizer: bool = True           # XLA-compiled Adam update, also on CPU (faster: docs/benchmarks.md)
 
 
 @dataclass(frozen=True)
@@ -124,9 +124,11 @@ class PushConfig:
     model_name: str = "recommender"
     keep_versions: int = 5
     allow_backfill: bool = False     # a run older than the served model's data never serves
+    force: bool = False              # push even if NOT_BLESSED: one run's param, never a default
+    force_reason: str | None = None  # required with force; recorded in the push record
     tflite: bool = False
     warmup_requests: int = 8         # also the number of eval examples verified after publish
-    warmup_batch_sizes: tuple[int, ...] = (1,)  # shapes compiled at load (XLA export: ~1.5 s each)
+    warmup_batch_sizes: tuple[int, ...] = (1,)  # shapes compiled at load (XLA export compile: docs/benchmarks.md)
     verify_tolerance: float = 1e-5   # max |served - evaluated| probability on the same examples
     verify_timeout_s: float = 300.0  # the fresh verification process
 

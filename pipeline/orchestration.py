@@ -47,7 +47,8 @@ class RunSpec(StepResult):
     force_reason: str | None = None
 
     def load(self) -> tuple[Config, RunPaths]:
-        config = load_config(overrides=self.overrides)
+        force = {"push.force": True, "push.force_reason": self.force_reason} if self.force_push else {}
+        config = load_config(overrides={**self.overrides, **force})
         return config, RunPaths.for_run(config, self.run_date, self.run_id)
 
 
@@ -92,12 +93,12 @@ def resolve_run(params: dict, logical_date, run_after, run_id: str) -> RunSpec:
     return spec
 
 
-def _run_component(spec: RunSpec, step: str, **kwargs) -> dict:
+def _run_component(spec: RunSpec, step: str) -> dict:
     """Import the step's component at run time, run it, and record how long its body took."""
     module = importlib.import_module(f"components.{step}")
     config, paths = spec.load()
     start = time.perf_counter()
-    result = module.run(config, paths, **kwargs)
+    result = module.run(config, paths)
     seconds = time.perf_counter() - start
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     with open(paths.run_dir / "timings.jsonl", "a") as out:
@@ -139,12 +140,12 @@ def gate(spec: RunSpec, evaluation: dict) -> tuple[bool, str]:
 
 
 def run_push(spec: RunSpec) -> dict:
-    return _run_component(spec, "push", force=spec.force_push, force_reason=spec.force_reason)
+    return _run_component(spec, "push")
 
 
 def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str | None = None) -> dict:
     """One record a person reads first: rows, AUCs, blessing, served version, where things are."""
-    from components.push import layout  # the push's own notion of "served", not a second copy
+    from pipeline.contracts import serving
 
     _, paths = spec.load()
     pre = PreprocessResult.from_dict(results["preprocess"]) if results.get("preprocess") else None
@@ -164,7 +165,7 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
         "gate": gate_reason,
         "pushed": bool(pushed and pushed.pushed),
         "push_reason": pushed.reason if pushed else gate_reason,
-        "served_version": layout.served_version(paths.model_base),
+        "served_version": serving.served_version(paths.model_base),
         "served_path": str(paths.model_base),
         "report": ev.report_path if ev else None,
         "tensorboard": train.tensorboard_dir if train else None,

@@ -1,14 +1,29 @@
-"""report.html: the verdict first, then metrics, the AUC-gap interval, ROC and calibration
-plots (PNG files beside the page) and the slice table. Plain HTML, no scripts: it opens from
-an artifact store or an email attachment."""
+"""report.html: the verdict first, then metrics, the AUC-gap interval, thresholds, ROC and
+calibration plots (PNG files beside the page), the slice table and the row counts. Plain
+HTML, no scripts: it opens from an artifact store or an email attachment.
+
+The page is a Jinja2 template (templates/report.html.j2, shipped as package data) instead of
+string concatenation: the layout reads as HTML, and autoescape is on, so reasons, paths and
+slice values (all data, some of it derived from input rows) can never inject markup.
+StrictUndefined makes a missing required field fail the render loudly instead of printing an
+empty cell; optional fields are read with `result.get(...)` in the template.
+"""
 from __future__ import annotations
 
-import html
+import functools
+import logging
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import numpy as np
+from markupsafe import Markup
 
+from pipeline.contracts.evaluation import BLESSED, NOT_BLESSED
+
+log = logging.getLogger(__name__)
+
+TEMPLATE = "report.html.j2"
 _METRICS = ("count", "label_rate", "mean_prediction", "auc", "log_loss", "accuracy", "calibration")
 
 
@@ -52,91 +67,33 @@ def plot_calibration(path: Path, label: np.ndarray, curves: dict[str, np.ndarray
     plt.close(fig)
 
 
-def write_html(path: Path, metrics: dict[str, Any], plots: list[str]) -> None:
-    verdict = metrics["verdict"]
-    status = "BLESSED" if verdict["blessed"] else "NOT_BLESSED"
-    color = "#1a7f37" if verdict["blessed"] else "#cf222e"
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>Evaluation {_e(metrics['run_date'])}</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
-        "td:first-child,th:first-child{text-align:left}</style></head><body>",
-        f"<h1>Evaluation of run {_e(metrics['run_id'])}, data date {_e(metrics['run_date'])}</h1>",
-        f"<h2 style='color:{color}'>{status}</h2>",
-        _list("Reasons", verdict["reasons"]), _list("Checks passed", verdict["passed"]),
-        _list("Notes", verdict["notes"]),
-        f"<p>Candidate: <code>{_e(metrics['candidate_dir'])}</code><br>Baseline: "
-        + (f"served version {metrics['baseline_version']} <code>{_e(metrics['baseline_dir'])}</code>"
-           if metrics["baseline"] else "<b>none</b> (no model is served yet: absolute thresholds only)")
-        + "</p>",
-        "<h3>Overall</h3>", _metric_table(metrics),
-        _bootstrap(metrics.get("bootstrap")),
-        "".join(f"<img src='{_e(p)}' alt='{_e(p)}' style='margin:1em'>" for p in plots),
-        "<h3>Slices</h3>", _slice_table(metrics["slices"], has_baseline=metrics["baseline"] is not None),
-        "<h3>Rows skipped</h3>", _list("", [f"{k}: {v}" for k, v in sorted(metrics["rejected"].items())])
-        or "<p>none</p>",
-        "</body></html>",
-    ]
-    path.write_text("\n".join(p for p in parts if p))
+def write_html(path: Path, result: dict[str, Any], images: list[str]) -> None:
+    """Render report.html from the (JSON-safe) evaluation `result`; `images` sit beside it."""
+    marker = BLESSED if result["verdict"]["blessed"] else NOT_BLESSED
+    page = _env().get_template(TEMPLATE).render(result=result, images=images, marker=marker,
+                                                metric_keys=_METRICS)
+    path.write_text(page)
+    log.info("wrote %s (%s)", path, marker)
 
 
-def _metric_table(m: dict[str, Any]) -> str:
-    rows = ["<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>delta</th></tr>"]
-    for key in _METRICS:
-        base = m["baseline"][key] if m["baseline"] else None
-        rows.append(f"<tr><td>{key}</td><td>{_n(m['candidate'][key])}</td><td>{_n(base)}</td>"
-                    f"<td>{_n(m['deltas'].get(key))}</td></tr>")
-    return "".join(rows) + "</table>"
+@functools.cache
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("components.evaluate", "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["num"] = _num
+    return env
 
 
-def _bootstrap(b: dict[str, Any] | None) -> str:
-    if not b:
-        return ""
-    level = int(round(b["level"] * 100))
-    text = (f"<p>Bootstrap over {b['users']} users ({b['samples']} replicates): candidate AUC "
-            f"{level}% CI [{_n(b['candidate_auc']['low'])}, {_n(b['candidate_auc']['high'])}]")
-    if "auc_diff" in b:
-        d = b["auc_diff"]
-        text += f"; AUC difference (candidate - baseline) {level}% CI [{_n(d['low'])}, {_n(d['high'])}]"
-    return text + "</p>"
-
-
-def _slice_table(rows: list[dict[str, Any]], has_baseline: bool) -> str:
-    cols = ["slice", "value", "count", "label rate", "AUC", "log loss", "calibration"]
-    cols += ["baseline AUC", "AUC delta"] if has_baseline else []
-    head = "<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"
-    out = ["<table>", head]
-    for r in rows:
-        if "skipped" in r:
-            span = 7 if has_baseline else 5
-            out.append(f"<tr><td>{_e(r['slice'])}</td><td>{_e(r['value'])}</td><td>{r['count']}</td>"
-                       f"<td colspan='{span - 1}'>{_e(r['skipped'])}</td></tr>")
-            continue
-        c = r["candidate"]
-        cells = [c["label_rate"], c["auc"], c["log_loss"], c["calibration"]]
-        if has_baseline:
-            b = r["baseline"]["auc"]
-            cells += [b, None if b is None or c["auc"] is None else c["auc"] - b]
-        out.append(f"<tr><td>{_e(r['slice'])}</td><td>{_e(r['value'])}</td><td>{r['count']}</td>"
-                   + "".join(f"<td>{_n(x)}</td>" for x in cells) + "</tr>")
-    return "".join(out) + "</table>"
-
-
-def _list(title: str, items: list[str]) -> str:
-    if not items:
-        return ""
-    head = f"<b>{_e(title)}</b>" if title else ""
-    return head + "<ul>" + "".join(f"<li>{_e(i)}</li>" for i in items) + "</ul>"
-
-
-def _n(x: Any) -> str:
+def _num(x: Any) -> str | Markup:
+    """A metric cell: en dash for None (undefined), integers as-is, floats to 4 decimals."""
     if x is None:
-        return "&ndash;"
-    if isinstance(x, (int, np.integer)):
+        return Markup("&ndash;")
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         return str(x)
     return f"{x:.4f}"
-
-
-def _e(x: Any) -> str:
-    return html.escape(str(x))

@@ -10,22 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import features as F
+from pipeline.contracts import features as F
+from pipeline.contracts import signature
 
 log = logging.getLogger(__name__)
 
-SIGNATURE = "serving_default"
-OUTPUT = "probability"
-
-
-def pad_histories(histories) -> np.ndarray:
-    """int64 [b, max(1, longest)] right-padded with 0 (the signature's padding id): one dense
-    request tensor, whether for scoring, a TF Serving REST body or a warmup request."""
-    width = max(1, max((len(h) for h in histories), default=0))
-    out = np.zeros((len(histories), width), dtype=np.int64)
-    for i, h in enumerate(histories):
-        out[i, : len(h)] = h
-    return out
+SIGNATURE, OUTPUT = signature.SERVING_DEFAULT, signature.OUTPUT
 
 
 class ScoringError(RuntimeError):
@@ -37,8 +27,9 @@ class Scorer:
 
     With `batch_size`, every shorter batch (a file's last one, one that lost rejected rows) is
     padded up to it by repeating its first row, and the padding's predictions dropped: an
-    XLA-compiled export compiles once per batch shape (~1.5 s at reference size), so every
-    batch keeps the one shape, for at most one batch of extra compute per short batch.
+    XLA-compiled export compiles once per batch shape, which is slow enough at reference size
+    that every batch keeps the one shape (see docs/benchmarks.md), for at most one batch of
+    extra compute per short batch.
     """
 
     def __init__(self, model_dir: Path, batch_size: int | None = None):

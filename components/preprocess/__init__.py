@@ -20,22 +20,9 @@ Output layout (published atomically; complete iff examples_dir/manifest.json exi
 Examples (uncompressed unless preprocess.compression = "GZIP") are tf.Examples with
 title_ids int64[title_len], image float32[2048], history_ids int64[history_len], label int64;
 0 is padding in the id features (see transform.py). Read them with
-`manifest.shard_files(dir, "train", worker=i)` and `transform.transformed_feature_spec(model)`.
+`pipeline.contracts.manifest.shard_files(dir, "train", worker=i)` and the spec of
+`pipeline.contracts.features.transformed_feature_spec(model)`.
 """
-from __future__ import annotations
+from components.preprocess.run import pipeline_options, run
 
 __all__ = ["pipeline_options", "run"]
-
-
-def run(config, paths, beam_args=()):
-    """See runner.run. Imported lazily: `import components.preprocess` (e.g. by the stage step
-    for the manifest helpers) must not drag in TensorFlow and Beam."""
-    from components.preprocess.runner import run as _run
-
-    return _run(config, paths, beam_args)
-
-
-def pipeline_options(config, beam_args=(), events=None):
-    from components.preprocess.runner import pipeline_options as _options
-
-    return _options(config, beam_args, events)

@@ -5,7 +5,8 @@ feature, identical in every event of that item. Protobuf wire format lets us ser
 per item and splice it in: an Example is field 1 (Features, length-delimited) and Features is a
 repeated field 1 of map entries, so map entries serialized separately and concatenated form a
 valid Features message. Per event we only encode the small history/label entries (vectorized
-varints over a whole batch) and glue bytes together, which is ~30x cheaper than building protos.
+varints over a whole batch) and glue bytes together, which is far cheaper than building protos
+(docs/benchmarks.md).
 
 Repeated numeric fields are written packed, as proto3 does for tf.train.Int64List/FloatList.
 """

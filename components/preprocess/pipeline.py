@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 
 import apache_beam as beam
-import pyarrow.parquet as pq
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import schema_utils
 from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
@@ -28,22 +27,21 @@ from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
 from components.preprocess import sinks
 from components.preprocess import steps as S
 from components.preprocess import transform as T
-from components.preprocess.batches import EVENT_COLUMNS, ITEM_COLUMNS
-from components.validate.checks import Inputs
 from pipeline.config import Config
+from pipeline.contracts.inputs import Inputs
+from pipeline.contracts.rows import EVENT_COLUMNS, ITEM_COLUMNS
 
 STATS_DIR = "_stats"
 
 
 def uses_side_input(config: Config, inputs: Inputs) -> bool:
-    items = sum(pq.ParquetFile(p).metadata.num_rows for p in inputs.items)
-    return items <= config.preprocess.side_input_max_items
+    return inputs.item_rows <= config.preprocess.side_input_max_items
 
 
 def _read(p, label: str, files, columns):
     """One read stage for a list of files (Beam still splits the work by file / row group)."""
     return (p | f"{label}Files" >> beam.Create([str(f) for f in files])
-            | label >> beam.io.ReadAllFromParquetBatched(columns=columns, with_filename=True))
+            | label >> beam.io.ReadAllFromParquetBatched(columns=list(columns), with_filename=True))
 
 
 def _adapter_config():

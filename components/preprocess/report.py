@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.preprocess.batches import EVENT_REASONS, ITEM_REASONS, TRUNCATED
+from pipeline.contracts.rows import EVENT_REASONS, ITEM_REASONS, TRUNCATED
 
 
 def row_report(counts: dict[str, int], max_fraction: float, side_input: bool) -> dict[str, Any]:

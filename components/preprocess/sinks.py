@@ -14,6 +14,7 @@ import numpy as np
 from components.preprocess import examples as E
 from components.preprocess.steps import EventChunk, counter
 from components.preprocess.tfrecord import ShardWriter
+from pipeline.contracts import manifest as M
 
 MAX_OPEN_WRITERS = 2      # shards still draining (write + sha256 + fsync) while the next is built
 
@@ -27,10 +28,8 @@ def join_by_item(element, shards: dict[str, int]):
     for split, chunk in grouped["events"]:
         examples = [E.example_bytes(item_parts[0], part) for part in chunk.payloads()]
         shard = chunk.keys % np.uint64(shards[split])
-        for value in np.unique(shard):
-            idx = np.flatnonzero(shard == value).tolist()
-            yield (split, int(value)), EventChunk.pack(chunk.keys[idx], chunk.item_ids[idx],
-                                                 [examples[i] for i in idx])
+        for value, grouped_chunk in EventChunk.grouped(shard, chunk.keys, chunk.item_ids, examples):
+            yield (split, int(value)), grouped_chunk
 
 
 class WriteShard(beam.DoFn):
@@ -62,7 +61,7 @@ class WriteShard(beam.DoFn):
         keys = np.concatenate([c.keys for c in chunks])
         item_ids = np.concatenate([c.item_ids for c in chunks])
         parts = [p for c in chunks for p in c.payloads()]
-        name = shard_name(split, shard, self.shards[split])
+        name = M.shard_name(split, shard, self.shards[split])
         path = os.path.join(self.out_dir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         while len(self._open) - self._closed >= MAX_OPEN_WRITERS:     # bound buffered bytes
@@ -89,10 +88,6 @@ class WriteShard(beam.DoFn):
         results, self._open, self._results, self._closed = self._results, [], [], 0
         for stats in results:
             yield GlobalWindows.windowed_value(stats)
-
-
-def shard_name(split: str, shard: int, total: int) -> str:
-    return f"{split}/part-{shard:05d}-of-{total:05d}.tfrecord"
 
 
 def write_json(value, path: str) -> str:

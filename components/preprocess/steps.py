@@ -1,7 +1,7 @@
 """Beam DoFns and composite transforms of the preprocess pipeline (see pipeline.py for the graph).
 
 Everything moves through Beam as record batches / numpy chunks, never one element per row:
-Beam's per-element overhead (~10 us on the DirectRunner) would otherwise dominate.
+Beam's per-element overhead on the DirectRunner would otherwise dominate (docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -16,19 +16,11 @@ import pyarrow as pa
 from components.preprocess import batches as B
 from components.preprocess import examples as E
 from components.preprocess import transform as T
-from pipeline import features as F
+from pipeline.contracts import features as F
+from pipeline.contracts import rows
 
 ITEM_CHUNK = 512          # rows per transform call: bounds the [rows, 2048] float64 temporaries
-EVENT_CHUNK = 16384       # TF's per-call overhead is amortized from ~10k rows on
-
-
-@dataclass
-class CatalogIndex:
-    """Sorted good item ids and rejected item ids (+ reasons): small, broadcast to every worker."""
-
-    good: np.ndarray
-    bad: np.ndarray
-    bad_reasons: np.ndarray
+EVENT_CHUNK = 16384       # rows per TF call: enough to amortize TF's per-call overhead (docs/benchmarks.md)
 
 
 @dataclass
@@ -51,6 +43,15 @@ class EventChunk:
         buf, ends = self.buffer, self.offsets.tolist()
         return [buf[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
+    @classmethod
+    def grouped(cls, group_by: np.ndarray, keys: np.ndarray, item_ids: np.ndarray, payloads: list[bytes]):
+        """(group value, chunk of that group's rows) for each distinct value: one stable sort,
+        O(n log n), instead of one pass over all rows per distinct value."""
+        order = np.argsort(group_by, kind="stable")
+        values, starts = np.unique(group_by[order], return_index=True)
+        for value, idx in zip(values.tolist(), np.split(order, starts[1:])):
+            yield value, cls.pack(keys[idx], item_ids[idx], [payloads[i] for i in idx.tolist()])
+
 
 def counter(name: str):
     return beam.metrics.Metrics.counter("preprocess", name)
@@ -68,7 +69,7 @@ class ValidateItems(beam.DoFn):
             counter(f"items_{reason}").inc()
         for item_id, reason in zip(bad_ids.tolist(), reasons.tolist()):
             yield beam.pvalue.TaggedOutput("rejected", {"table": "items", "item_id": item_id, "reason": reason})
-        yield beam.pvalue.TaggedOutput("catalog", CatalogIndex(good.item_ids, bad_ids, reasons))
+        yield beam.pvalue.TaggedOutput("catalog", rows.Catalog(np.sort(good.item_ids), bad_ids, reasons))
         yield beam.pvalue.TaggedOutput("counts", counts)
         for start in range(0, len(good), ITEM_CHUNK):
             yield good.take(np.arange(start, min(start + ITEM_CHUNK, len(good))))
@@ -86,11 +87,7 @@ class MergeCatalog(beam.CombineFn):
         return [x for acc in accs for x in acc]
 
     def extract_output(self, acc):
-        good = np.sort(np.concatenate([a.good for a in acc] or [np.zeros(0, np.int64)]))
-        bad = np.concatenate([a.bad for a in acc] or [np.zeros(0, np.int64)])
-        reasons = np.concatenate([a.bad_reasons for a in acc] or [np.zeros(0, object)])
-        order = np.argsort(bad, kind="stable")
-        return CatalogIndex(good, bad[order], reasons[order])
+        return rows.Catalog.merge(acc)
 
 
 class ValidateEvents(beam.DoFn):
@@ -99,11 +96,10 @@ class ValidateEvents(beam.DoFn):
     def __init__(self, split_of: dict[str, str]):
         self.split_of = split_of              # file path -> "train" | "eval"
 
-    def process(self, element: tuple[str, pa.Table], catalog: CatalogIndex):
+    def process(self, element: tuple[str, pa.Table], catalog: rows.Catalog):
         filename, table = element
         split = self.split_of[filename]
-        batch, counts, rejected = B.validate_events(table, split, catalog.good, catalog.bad,
-                                                    catalog.bad_reasons)
+        batch, counts, rejected = B.validate_events(table, split, catalog)
         out = {f"{split}:{k}": v for k, v in counts.items()}
         out[f"{split}:rows"] = table.num_rows
         out[f"{split}:kept"] = len(batch)
@@ -226,7 +222,5 @@ class TransformEvents(beam.DoFn):
         parts = [h + lab for h, lab in zip(hist, labels)]
         keys = E.event_hash(batch.event_ids)
         group_by = batch.item_ids if self.key_by_item else keys % np.uint64(self.shards[batch.split])
-        for value in np.unique(group_by):
-            idx = np.flatnonzero(group_by == value)
-            chunk = EventChunk.pack(keys[idx], batch.item_ids[idx], [parts[i] for i in idx.tolist()])
+        for value, chunk in EventChunk.grouped(group_by, keys, batch.item_ids, parts):
             yield (int(value), (batch.split, chunk)) if self.key_by_item else ((batch.split, int(value)), chunk)

@@ -3,7 +3,8 @@
 Analysis runs on an ITEM-level dataset: one row per catalog item shown in the training window,
 with `impressions` = how many training events showed it. Every analyzer is impression-weighted,
 so the statistics equal what a per-event pass would compute, but the 2048-d image and the title
-are read once per item instead of once per event (~1000x less work on the heavy columns):
+are read once per item instead of once per event (the work on the heavy columns shrinks by
+the mean number of events per item in the window):
 
 - image z-score: mean_w = E[w*x] / E[w], var_w = E[w*x^2] / E[w] - mean_w^2 (accumulated in
   float64; dimensions with no variance keep std 1 so they map to 0 instead of NaN);
@@ -28,12 +29,10 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from pipeline import features as F
 from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
 
 IMPRESSIONS = "impressions"          # analysis-only weight column (item rows)
-TITLE_VOCAB = "title_tokens"
-ITEM_VOCAB = "item_ids"
 _PUNCTUATION = r"[[:punct:]]+"
 
 RAW_FEATURE_SPEC = {
@@ -62,7 +61,7 @@ def _title_ids(titles: tf.Tensor, weights: tf.Tensor, model: ModelConfig) -> tf.
     tokens = tokenize(titles)
     token_weights = tf.gather(weights, tokens.value_rowids())
     vocab = tft.vocabulary(tokens.values, top_k=model.title_vocab_size, weights=token_weights,
-                           vocab_filename=TITLE_VOCAB)
+                           vocab_filename=F.TITLE_VOCAB)
     kept = tokens[:, : model.title_len]
     ids = tft.apply_vocabulary(kept, vocab, num_oov_buckets=model.oov_buckets) + 1
     return _pad(ids, model.title_len)
@@ -81,7 +80,7 @@ def _image_z(image: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
 def _history_ids(history: tf.SparseTensor, item_ids: tf.Tensor, weights: tf.Tensor,
                  model: ModelConfig) -> tf.Tensor:
     vocab = tft.vocabulary(item_ids, top_k=model.item_vocab_size, weights=weights,
-                           vocab_filename=ITEM_VOCAB)
+                           vocab_filename=F.ITEM_VOCAB)
     ragged = tf.RaggedTensor.from_sparse(history)
     ragged = tf.ragged.boolean_mask(ragged, ragged > 0)          # 0 = no item
     recent = ragged[:, -model.history_len:]                      # most recent last
@@ -107,12 +106,3 @@ def make_preprocessing_fn(model: ModelConfig):
 # Module-level function with the default sizes (tf.Transform census style).
 preprocessing_fn = make_preprocessing_fn(ModelConfig())
 
-
-def transformed_feature_spec(model: ModelConfig) -> dict:
-    """Parsing spec of the output TFRecords (also in transform_dir/transformed_metadata)."""
-    return {
-        F.TITLE_IDS: tf.io.FixedLenFeature([model.title_len], tf.int64),
-        F.IMAGE_Z: tf.io.FixedLenFeature([F.IMAGE_DIM], tf.float32),
-        F.HISTORY_IDS: tf.io.FixedLenFeature([model.history_len], tf.int64),
-        F.LABEL_KEY: tf.io.FixedLenFeature([], tf.int64),
-    }

@@ -1,6 +1,7 @@
-"""Push to TF Serving: `run(config, paths, force=, force_reason=, allow_backfill=) -> PushResult`
-and `rollback(config, reason, to_version=None) -> PushResult` (see component.py, rollback.py)."""
-from components.push.component import PushError, run
+"""Push to TF Serving: `run(config, paths) -> PushResult` (push.force / push.force_reason /
+push.allow_backfill steer it) and `rollback(config, reason, to_version=None) -> PushResult`
+(see run.py, rollback.py)."""
 from components.push.rollback import RollbackError, rollback
+from components.push.run import PushError, run
 
 __all__ = ["PushError", "RollbackError", "rollback", "run"]

@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     from components.push import rollback, run
 
     if args.command == "push":
-        result = run(*load_run(args), force=args.force, force_reason=args.reason,
-                     allow_backfill=args.allow_backfill)
+        flags = {"push.force": args.force or None, "push.force_reason": args.reason,
+                 "push.allow_backfill": args.allow_backfill}
+        result = run(*load_run(args, {k: v for k, v in flags.items() if v is not None}))
     else:
         result = rollback(load_args_config(args), args.reason, args.to_version)
     emit_result(result, args)

@@ -13,17 +13,13 @@ import fcntl
 import logging
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from components.push import layout
 from pipeline import fsutil
+from pipeline.contracts import serving
 
 log = logging.getLogger(__name__)
-
-# Test hook: seconds to sleep after each copied file, so a crash test can SIGKILL mid-copy.
-COPY_DELAY_ENV = "RECO_PUSH_TEST_COPY_DELAY_S"
 
 
 class PublishError(RuntimeError):
@@ -34,7 +30,7 @@ class PublishError(RuntimeError):
 def push_lock(serving_base: Path, model_name: str) -> Iterator[None]:
     """One push or rollback at a time per model (the kernel drops the lock if we are killed)."""
     serving_base.mkdir(parents=True, exist_ok=True)
-    with open(layout.lock_path(serving_base, model_name), "a") as f:
+    with open(serving.lock_path(serving_base, model_name), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -43,7 +39,7 @@ def push_lock(serving_base: Path, model_name: str) -> Iterator[None]:
 
 
 def clean_stale(serving_base: Path, model_name: str) -> list[Path]:
-    removed = layout.stale_temps(serving_base, model_name)
+    removed = serving.stale_temps(serving_base, model_name)
     for path in removed:
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
     if removed:
@@ -52,8 +48,7 @@ def clean_stale(serving_base: Path, model_name: str) -> list[Path]:
 
 
 def copy_tree(src: Path, dst: Path) -> int:
-    """Copy file by file (the crash test's delay hook sits in this loop); returns bytes."""
-    delay = float(os.environ.get(COPY_DELAY_ENV) or 0)
+    """Copy file by file into `dst` (a hidden temp); returns bytes."""
     total = 0
     dst.mkdir(parents=True)
     for path in sorted(src.rglob("*")):
@@ -64,8 +59,6 @@ def copy_tree(src: Path, dst: Path) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
         total += path.stat().st_size
-        if delay:
-            time.sleep(delay)
     return total
 
 
@@ -74,12 +67,12 @@ def stage(src: Path, serving_base: Path, model_name: str, version: int, digest: 
     """Copy `src` into a hidden temp beside the model dir, check it, add assets.extra files."""
     tmp = fsutil.temp_sibling(serving_base / model_name, f"push-v{version}")
     copy_tree(src, tmp)
-    copied = layout.tree_digest(tmp)
+    copied = serving.tree_digest(tmp)
     if copied != digest:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PublishError(f"staged copy of {src} has digest {copied[:12]}, expected {digest[:12]} "
                            "(the model changed after it was evaluated, or the copy is corrupt)")
-    extra_dir = tmp / layout.ASSETS_EXTRA
+    extra_dir = tmp / serving.ASSETS_EXTRA
     extra_dir.mkdir(exist_ok=True)
     for name, data in extras.items():
         (extra_dir / name).write_bytes(data)
@@ -88,7 +81,7 @@ def stage(src: Path, serving_base: Path, model_name: str, version: int, digest: 
 
 def publish(tmp: Path, model_base: Path, version: int) -> Path:
     """fsync the staged tree, then rename it to <model_base>/<version> in one step."""
-    final = layout.version_dir(model_base, version)
+    final = serving.version_dir(model_base, version)
     if final.exists():
         raise PublishError(f"{final} already exists; versions are never overwritten")
     model_base.mkdir(parents=True, exist_ok=True)
@@ -101,11 +94,11 @@ def publish(tmp: Path, model_base: Path, version: int) -> Path:
 
 def apply_retention(model_base: Path, keep: int) -> list[int]:
     """Keep the `keep` highest versions, and always the served one and the one before it."""
-    versions = layout.list_versions(model_base)
+    versions = serving.list_versions(model_base)
     protected = set(versions[-max(keep, 2):])
     removed = [v for v in versions if v not in protected]
     for v in removed:
-        layout.unpublish(layout.version_dir(model_base, v))
+        serving.unpublish(serving.version_dir(model_base, v))
     if removed:
         log.info("retention (keep %d): removed versions %s", keep, removed)
     return removed
@@ -113,8 +106,8 @@ def apply_retention(model_base: Path, keep: int) -> list[int]:
 
 def withdraw(vdir: Path, kind: str, record: dict) -> None:
     """A published version failed verification: unpublish it and record that it existed."""
-    layout.unpublish(vdir)
-    layout.write_history(vdir.parent.parent, vdir.parent.name, kind, int(vdir.name), {**record, "unpublished": True})
+    serving.unpublish(vdir)
+    serving.write_history(vdir.parent.parent, vdir.parent.name, kind, int(vdir.name), {**record, "unpublished": True})
 
 
 def finish(vdir: Path, kind: str, record: dict, keep: int) -> tuple[Path, list[int]]:
@@ -123,7 +116,7 @@ def finish(vdir: Path, kind: str, record: dict, keep: int) -> tuple[Path, list[i
 
     base, name = vdir.parent.parent, vdir.parent.name
     serving_files.write_models_config(base, name)
-    history = layout.write_history(base, name, kind, int(vdir.name), record)
+    history = serving.write_history(base, name, kind, int(vdir.name), record)
     return history, apply_retention(vdir.parent, keep)
 
 

@@ -20,9 +20,10 @@ import json
 import logging
 from typing import Any
 
-from components.push import layout, publish
+from components.push import publish
 from components.push.verify import verify_version
 from pipeline.config import Config
+from pipeline.contracts import serving
 from pipeline.results import PushResult
 
 log = logging.getLogger(__name__)
@@ -39,21 +40,21 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
     model_base = base / name
     with publish.push_lock(base, name):
         publish.clean_stale(base, name)
-        served = layout.served_version(model_base)
+        served = serving.served_version(model_base)
         if served is None:
             raise RollbackError(f"no version is served under {model_base}: nothing to roll back")
         target = to_version if to_version is not None else _previous(base, name, served)
-        tdir = layout.version_dir(model_base, target)
+        tdir = serving.version_dir(model_base, target)
         if target == served or not tdir.is_dir():
             raise RollbackError(f"cannot roll back to version {target}: "
                                 f"{'it is the served one' if target == served else 'no such version'}")
-        target_record = layout.read_push_record(tdir) or {}
-        version = layout.next_version(base, name)
+        target_record = serving.read_push_record(tdir) or {}
+        version = serving.next_version(base, name)
         record = {**target_record, "version": version, "source": "rollback", "restored_from": target,
                   "rolled_back_from": served, "reason": reason, "pushed_at": publish.now_iso()}
         # The copy carries the warmup and verification requests; the record is the rollback's.
-        tmp = publish.stage(tdir, base, name, version, layout.tree_digest(tdir),
-                            {layout.PUSH_RECORD: json.dumps(record, indent=2).encode()})
+        tmp = publish.stage(tdir, base, name, version, serving.model_digest(tdir),
+                            {serving.PUSH_RECORD: json.dumps(record, indent=2).encode()})
         vdir = publish.publish(tmp, model_base, version)
         record["verification"] = _verify(config, vdir, target_record)
         if record["verification"] and not record["verification"]["ok"]:
@@ -69,20 +70,20 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
 
 def _previous(base, name: str, served: int) -> int:
     model_base = base / name
-    rolled_back = {r.get("rolled_back_from") for r in layout.read_history(base, name, "rollback").values()}
-    served_digest = layout.tree_digest(layout.version_dir(model_base, served))
-    for v in reversed(layout.list_versions(model_base)):
+    rolled_back = {r.get("rolled_back_from") for r in serving.read_history(base, name, "rollback").values()}
+    served_digest = serving.model_digest(serving.version_dir(model_base, served))
+    for v in reversed(serving.list_versions(model_base)):
         if v < served and v not in rolled_back and \
-                layout.tree_digest(layout.version_dir(model_base, v)) != served_digest:
+                serving.model_digest(serving.version_dir(model_base, v)) != served_digest:
             return v
-    versions, skipped = layout.list_versions(model_base), sorted(rolled_back - {None})
+    versions, skipped = serving.list_versions(model_base), sorted(rolled_back - {None})
     raise RollbackError(f"no earlier version to roll back to under {model_base} "
                         f"(versions {versions}, rolled back from {skipped})")
 
 
 def _verify(config: Config, vdir, target_record: dict[str, Any]) -> dict[str, Any] | None:
     """Same check as a push when the restored model carries its requests and answers."""
-    requests = vdir / layout.ASSETS_EXTRA / layout.VERIFY_REQUESTS
+    requests = vdir / serving.ASSETS_EXTRA / serving.VERIFY_REQUESTS
     expected = target_record.get("expected_predictions")
     if not requests.exists() or not expected:
         log.warning("version %s has no verification requests (pushed by hand?): not verified", vdir.name)

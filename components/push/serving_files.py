@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from components.evaluate.scoring import pad_histories
-from pipeline import features as F
 from pipeline import fsutil
+from pipeline.contracts import features as F
+from pipeline.contracts import serving, signature
+from pipeline.contracts.signature import pad_histories
 
-SIGNATURE = "serving_default"
+SIGNATURE = signature.SERVING_DEFAULT
 
 
 def rest_body(examples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def models_config_text(path: Path, model_name: str, base_path: Path) -> str:
 
 def write_models_config(serving_base: Path, model_name: str) -> Path:
     """Atomically write <serving_base>/models.config (temp file, fsync, rename)."""
-    path = serving_base / "models.config"
+    path = serving_base / serving.MODELS_CONFIG
     fsutil.write_text_atomic(path, models_config_text(path, model_name, (serving_base / model_name).resolve()))
     return path
 

@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 
 from components.push import serving_files
-from pipeline import features as F
+from components.train import load_keras_model
 from pipeline import fsutil
+from pipeline.contracts import features as F
+from pipeline.contracts import signature
 
 log = logging.getLogger(__name__)
 
-SIGNATURE = "serving_default"
+SIGNATURE, OUTPUT = signature.SERVING_DEFAULT, signature.OUTPUT
 
 
 def convert_raw(saved_model_dir: Path) -> tuple[bytes | None, str | None, dict[str, str]]:
@@ -89,15 +91,17 @@ def tflite_runner(flatbuffer: bytes) -> Callable[..., dict[str, np.ndarray]]:
 
 
 def convert_and_measure(saved_model_dir: Path, out_path: Path, examples: list[dict[str, Any]],
-                        model_cfg=None, runs: int = 300) -> dict[str, Any]:
+                        model_cfg=None, runs: int = 300, time_savedmodel: bool = True) -> dict[str, Any]:
     """Write `out_path` (the core .tflite) when it converts; return sizes, latencies and errors.
 
     `model_cfg` (pipeline ModelConfig) is needed to rebuild the core model; without it only
-    the raw-signature conversion is attempted.
+    the raw-signature conversion is attempted. `time_savedmodel=False` skips timing the raw
+    SavedModel, for a caller that measures it itself.
     """
     report: dict[str, Any] = {"saved_model_mib": dir_mib(saved_model_dir), "converted": False}
     inputs = batch1_inputs(examples[0])
-    report["saved_model"] = savedmodel_latency(saved_model_dir, inputs, runs)
+    if time_savedmodel:
+        report["saved_model"] = savedmodel_latency(saved_model_dir, inputs, runs)
     report["raw_signature"] = _raw_signature(saved_model_dir, out_path.with_name("raw_signature.tflite"),
                                              inputs, examples, runs)
     if model_cfg is not None:
@@ -125,32 +129,12 @@ def _raw_signature(saved_model_dir: Path, out_path: Path, inputs, examples, runs
     return out
 
 
-def rebuild_core(saved_model_dir: Path, model_cfg):
-    """The Keras core model with the SavedModel's weights (matched by variable name and shape)."""
-    import tensorflow as tf
-
-    from components.train.model import VocabSizes, build_model
-
-    loaded = tf.saved_model.load(str(saved_model_dir))
-    saved = {v.name: v for v in loaded.model_variables}
-    vocab = VocabSizes(title=int(saved["title_embedding/embeddings:0"].shape[0]),
-                       items=int(saved["history_embedding/embeddings:0"].shape[0]))
-    model = build_model(model_cfg, vocab)
-    for var in model.variables:
-        source = saved.get(var.name)
-        if source is None or source.shape != var.shape:
-            raise ValueError(f"cannot rebuild the core model: {var.name} {var.shape} has no match in "
-                             f"{saved_model_dir} (model config differs from the export?)")
-        var.assign(source)
-    return model, loaded
-
-
 def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[str, Any]:
     """Convert the batch-1 core model with builtins only; latency vs serving_transformed."""
     import tensorflow as tf
 
     try:
-        model, loaded = rebuild_core(saved_model_dir, model_cfg)
+        model, loaded = load_keras_model(saved_model_dir, model_cfg)
     except (ImportError, KeyError, ValueError) as err:
         return {"errors": {"rebuild": f"{type(err).__name__}: {err}"}}
     specs = [tf.TensorSpec([1, model_cfg.title_len], tf.int64, name=F.TITLE_IDS),
@@ -160,10 +144,11 @@ def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[s
     @tf.function(input_signature=specs)
     def core(title_ids, image, history_ids):
         features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
-        return {"probability": model(features, training=False)}
+        return {OUTPUT: model(features, training=False)}
 
-    # The converter saves the trackable it is given; a bare module with the variables saves in
-    # a second, the Keras model would re-trace every layer (~40 s, see train/export.py).
+    # The converter saves the trackable it is given; a bare module with the variables saves
+    # quickly, the Keras model would re-trace every layer (slow: see train/export.py and
+    # docs/benchmarks.md).
     holder = tf.Module()
     holder.variables_ = list(model.variables)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([core.get_concrete_function()], holder)
@@ -181,8 +166,8 @@ def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[s
     runner = tflite_runner(flatbuffer)
     reference = loaded.signatures["serving_transformed"]
     tensors = {k: tf.constant(v) for k, v in x.items()}
-    diff = float(np.abs(np.ravel(runner(**x)["probability"])
-                        - np.ravel(reference(**tensors)["probability"])).max())
+    diff = float(np.abs(np.ravel(runner(**x)[OUTPUT])
+                        - np.ravel(reference(**tensors)[OUTPUT])).max())
     return {"mode": "builtins", "path": str(out_path), "tflite_mib": len(flatbuffer) / 2**20,
             "tflite": latency_ms(lambda: runner(**x), runs),
             "savedmodel_transformed": latency_ms(lambda: reference(**tensors), runs),
@@ -203,8 +188,8 @@ def _agreement(saved_model_dir: Path, runner, examples: list[dict[str, Any]]) ->
     diffs = []
     for example in examples:
         inputs = batch1_inputs(example)
-        ref = np.asarray(fn(**{k: tf.constant(v) for k, v in inputs.items()})["probability"]).ravel()
-        got = np.asarray(runner(**inputs)["probability"]).ravel()
+        ref = np.asarray(fn(**{k: tf.constant(v) for k, v in inputs.items()})[OUTPUT]).ravel()
+        got = np.asarray(runner(**inputs)[OUTPUT]).ravel()
         diffs.append(float(np.abs(ref - got).max()))
     return max(diffs)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PROJECT_ROOT
+from pipeline.contracts import signature
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def verify_version(vdir: Path, body: dict[str, Any], expected: list[float], tole
 def _probability(prediction: Any) -> float:
     """A row of a REST response: {"probability": [p]}, [p] or p."""
     if isinstance(prediction, dict):
-        prediction = prediction["probability"]
+        prediction = prediction[signature.OUTPUT]
     while isinstance(prediction, list):
         prediction = prediction[0]
     return float(prediction)
@@ -79,7 +80,7 @@ def predict_rest(model_dir: Path, body: dict[str, Any]) -> dict[str, Any]:
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(model_dir))
-    fn = loaded.signatures[body.get("signature_name", "serving_default")]
+    fn = loaded.signatures[body.get("signature_name", signature.SERVING_DEFAULT)]
     specs = fn.structured_input_signature[1]
     instances = body["instances"]
     inputs = {name: tf.constant(np.asarray([inst[name] for inst in instances]), dtype=spec.dtype)

@@ -19,7 +19,7 @@ local copy makes reads fast and predictable.
 Staged layout (same as the artifact store): `staged_dir/{train,eval}/part-*.tfrecord` and
 `staged_dir/manifest.json`; worker i of W reads `shard_files(staged_dir, "train", i, W)`.
 """
-from components.preprocess.manifest import shard_files
-from components.stage.staging import StageError, run, verify_staged
+from components.stage.run import StageError, run, verify_staged
+from pipeline.contracts.manifest import shard_files
 
 __all__ = ["StageError", "run", "shard_files", "verify_staged"]

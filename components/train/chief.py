@@ -18,8 +18,9 @@ import tf_keras as keras
 from components.train import export
 from components.train.input import Split, make_dataset
 from components.train.model import VocabSizes, build_model, scaled_learning_rate
-from pipeline import features as F
 from pipeline.config import Config
+from pipeline.contracts import features as F
+from pipeline.contracts import signature as S
 from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
@@ -55,7 +56,7 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     predict = export.transformed_fn(serving_model, config.model)
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,
-                           compression=t.eval_split.compression)
+                           compression=t.eval_split.compression, sizes=t.eval_split.sizes)
     metrics = {**t.train_metrics, **evaluate(predict, eval_ds)}
     log.info("final metrics: %s", metrics)
     summaries.write_final(metrics, config.train.epochs)
@@ -100,7 +101,7 @@ def evaluate(predict, dataset: tf.data.Dataset) -> dict[str, float]:
     loss = keras.metrics.Mean()
     for features, label in dataset:
         prob = predict(features[F.TITLE_IDS], features[F.IMAGE_Z],
-                       features[F.HISTORY_IDS])["probability"]
+                       features[F.HISTORY_IDS])[S.OUTPUT]
         auc.update_state(label, prob)
         acc.update_state(label, prob)
         loss.update_state(keras.losses.binary_crossentropy(label, prob))

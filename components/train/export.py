@@ -21,17 +21,15 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from components.train.model import VocabSizes
-from pipeline import features as F
+from components.train.model import VocabSizes, build_model
 from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
+from pipeline.contracts import signature as S
 
 log = logging.getLogger(__name__)
 
-SERVING_DEFAULT = "serving_default"
-SERVING_EXAMPLES = "serving_examples"
-REGRESS = "regress"
-SERVING_TRANSFORMED = "serving_transformed"
-REGRESS_METHOD = "tensorflow/serving/regress"
+SERVING_DEFAULT, SERVING_EXAMPLES, REGRESS = S.SERVING_DEFAULT, S.SERVING_EXAMPLES, S.REGRESS
+SERVING_TRANSFORMED, REGRESS_METHOD, OUTPUT = S.SERVING_TRANSFORMED, S.REGRESS_METHOD, S.OUTPUT
 MODEL_INPUTS = (F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS)
 
 RAW_EXAMPLE_SPEC = {
@@ -39,11 +37,6 @@ RAW_EXAMPLE_SPEC = {
     F.IMAGE: tf.io.FixedLenFeature([F.IMAGE_DIM], tf.float32),
     F.HISTORY: tf.io.VarLenFeature(tf.int64),
 }
-
-
-def _vocab_names() -> tuple[str, str]:
-    from components.preprocess.transform import ITEM_VOCAB, TITLE_VOCAB
-    return TITLE_VOCAB, ITEM_VOCAB
 
 
 def vocab_sizes(transform_dir: Path, model_cfg: ModelConfig) -> VocabSizes:
@@ -56,7 +49,7 @@ def vocab_sizes(transform_dir: Path, model_cfg: ModelConfig) -> VocabSizes:
     fallback = VocabSizes.from_config(model_cfg)
     try:
         import tensorflow_transform as tft
-        title_vocab, item_vocab = _vocab_names()
+        title_vocab, item_vocab = F.TITLE_VOCAB, F.ITEM_VOCAB
         output = tft.TFTransformOutput(str(transform_dir))
         sizes = VocabSizes(
             title=output.vocabulary_size_by_name(title_vocab) + model_cfg.oov_buckets + 1,
@@ -86,10 +79,11 @@ def transformed_fn(model, model_cfg: ModelConfig):
 
     XLA-compiled when `model.serving_xla` (the default): at batch 1 the cost is not arithmetic
     but the executor running hundreds of tiny ops per request (two masked LSTM loops of 20 and
-    50 steps); XLA fuses each loop body: batch-1 raw-feature p50 1.8 ms against 3.5 ms for
-    the plain export with unrolled LSTMs (docs/serving.md). The tf.Transform part (string split, hash tables)
-    cannot be compiled and stays outside, in the callers. Costs: ~1.5 s to compile each new
-    batch shape (TF Serving: at load through the warmup requests, or cap shapes with
+    50 steps); XLA fuses each loop body, which brings the batch-1 raw-feature p50 well below
+    the plain export's with unrolled LSTMs (docs/serving.md, docs/benchmarks.md). The
+    tf.Transform part (string split, hash tables) cannot be compiled and stays outside, in the
+    callers. Costs: a compile of each new batch shape, slow enough that it must happen before
+    traffic (TF Serving: at load through the warmup requests, or cap shapes with
     batching's allowed_batch_sizes), and TF Serving must run with
     `--xla_cpu_compilation_enabled=true`; `model.serving_xla: false` exports a plain graph.
     """
@@ -100,7 +94,7 @@ def transformed_fn(model, model_cfg: ModelConfig):
     ])
     def serve_transformed(title_ids, image, history_ids):
         features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
-        return {"probability": model(features, training=False)}
+        return {OUTPUT: model(features, training=False)}
 
     return serve_transformed
 
@@ -110,8 +104,9 @@ def serving_module(model, serve_transformed, transform_dir: Path) -> tf.Module:
 
     Saving a tf.Module that holds only the variables (not the Keras model) skips Keras'
     own SavedModel serialization, which re-traces every layer (both LSTM backends, with
-    gradients) and took ~40 s per export here. The model is traced once, in
-    `serve_transformed` (see transformed_fn), and the raw-feature signatures call it.
+    gradients) and made the export several times slower (docs/benchmarks.md). The model is
+    traced once, in `serve_transformed` (see transformed_fn), and the raw-feature signatures
+    call it.
     """
     import tensorflow_transform as tft
 
@@ -121,7 +116,7 @@ def serving_module(model, serve_transformed, transform_dir: Path) -> tf.Module:
 
     def predict_raw(title, image, history: tf.SparseTensor):
         t = module.tft_layer({F.TITLE: title, F.IMAGE: image, F.HISTORY: history})
-        return serve_transformed(t[F.TITLE_IDS], t[F.IMAGE_Z], t[F.HISTORY_IDS])["probability"]
+        return serve_transformed(t[F.TITLE_IDS], t[F.IMAGE_Z], t[F.HISTORY_IDS])[OUTPUT]
 
     @tf.function(input_signature=[
         tf.TensorSpec([None], tf.string, name=F.TITLE),
@@ -129,7 +124,7 @@ def serving_module(model, serve_transformed, transform_dir: Path) -> tf.Module:
         tf.TensorSpec([None, None], tf.int64, name=F.HISTORY),
     ])
     def serve_raw(title, image_embedding, history_item_ids):
-        return {"probability": predict_raw(title, image_embedding,
+        return {OUTPUT: predict_raw(title, image_embedding,
                                            history_to_sparse(history_item_ids))}
 
     def parse_and_predict(serialized):
@@ -139,7 +134,7 @@ def serving_module(model, serve_transformed, transform_dir: Path) -> tf.Module:
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve_examples(examples):
-        return {"probability": parse_and_predict(examples)}
+        return {OUTPUT: parse_and_predict(examples)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def regress(inputs):
@@ -202,3 +197,19 @@ def raw_example(title: str, image, history) -> bytes:
             value=[int(h) for h in history if int(h) != 0])),
     }
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def load_keras_model(saved_model_dir: Path, model_cfg):
+    """The Keras core model with the SavedModel's weights (matched by variable name and shape)."""
+    loaded = tf.saved_model.load(str(saved_model_dir))
+    saved = {v.name: v for v in loaded.model_variables}
+    vocab = VocabSizes(title=int(saved["title_embedding/embeddings:0"].shape[0]),
+                       items=int(saved["history_embedding/embeddings:0"].shape[0]))
+    model = build_model(model_cfg, vocab)
+    for var in model.variables:
+        source = saved.get(var.name)
+        if source is None or source.shape != var.shape:
+            raise ValueError(f"cannot rebuild the core model: {var.name} {var.shape} has no match in "
+                             f"{saved_model_dir} (model config differs from the export?)")
+        var.assign(source)
+    return model, loaded

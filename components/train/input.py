@@ -7,12 +7,12 @@ is not sharded a second time. Reading whole files per worker means each worker r
 the bytes (DATA sharding would make every worker read every byte and keep 1/N).
 
 Order of operations is the fast one: interleave files in parallel, batch serialized records,
-then one vectorized `parse_example` per batch (parsing record by record costs ~10x more
-Python-free kernel launches), then prefetch so parsing overlaps the training step.
+then one vectorized `parse_example` per batch (parsing record by record costs many times more
+Python-free kernel launches; docs/benchmarks.md), then prefetch so parsing overlaps the
+training step.
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from pipeline import features as F
 from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
+from pipeline.contracts import manifest as M
 
 log = logging.getLogger(__name__)
 
@@ -31,33 +32,36 @@ READ_BUFFER_BYTES = 8 << 20
 
 @dataclass(frozen=True)
 class Split:
-    """The non-empty shards of one split and how many examples they hold."""
+    """Every shard of one split in manifest order, the examples in each, and the total."""
 
     files: list[Path]
     examples: int
     compression: str = ""
+    sizes: tuple[int, ...] | None = None     # examples per file; None = every file holds some
+
+    @property
+    def non_empty(self) -> list[Path]:
+        return [f for k, f in enumerate(self.files) if self.sizes is None or self.sizes[k] > 0]
 
     def missing(self, files: Sequence[Path] | None = None) -> list[Path]:
-        return [f for f in (self.files if files is None else files) if not Path(f).is_file()]
+        return [f for f in (self.non_empty if files is None else files) if not Path(f).is_file()]
 
 
 def read_split(data_dir: Path, split: str) -> Split:
     """The split's shards from data_dir/manifest.json (written last, so complete), else a listing.
 
     With a manifest the list is the full, ordered shard list even when this host staged only
-    its own worker's shards (cluster staging), so file-level sharding agrees across workers;
-    files that are not here are the caller's to check (Split.missing). Shards with no examples
-    are left out: a worker given only empty files would spin forever in `repeat()`. Without a
-    manifest (hand-made data), every non-empty file in data_dir/<split>/ is a shard and the
-    examples are counted.
+    its own worker's shards (cluster staging), so the sharding rule gives every worker the
+    same share that stage copied for it; files that are not here are the caller's to check
+    (Split.missing). Without a manifest (hand-made data), every non-empty file in
+    data_dir/<split>/ is a shard and the examples are counted.
     """
     data_dir = Path(data_dir)
-    manifest = data_dir / "manifest.json"
-    if manifest.is_file():
-        info = json.loads(manifest.read_text())
-        entry = info["splits"][split]
-        files = [data_dir / s["name"] for s in entry["shards"] if s.get("examples", 1) > 0]
-        return Split(files, int(entry["examples"]), info.get("compression", "") or "")
+    if (data_dir / M.MANIFEST).is_file():
+        info = M.read(data_dir)
+        shards = M.shard_records(info, split)
+        return Split([data_dir / s["name"] for s in shards], int(info["splits"][split]["examples"]),
+                     info.get("compression", "") or "", tuple(int(s["examples"]) for s in shards))
     files = [f for f in list_shards(data_dir / split) if f.stat().st_size > 0]
     return Split(files, count_records(files))
 
@@ -80,29 +84,31 @@ def count_records(files: Sequence[Path], compression: str = "") -> int:
     return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
 
 
-def shard_files(files: Sequence[Path], num_workers: int, worker_index: int) -> list[Path]:
-    """Round-robin file assignment: worker i reads files i, i+N, i+2N, ..."""
-    return [f for k, f in enumerate(files) if k % num_workers == worker_index]
+def worker_files(files: Sequence, num_workers: int, worker_index: int,
+                 sizes: Sequence[int] | None = None) -> list:
+    """What worker i reads: the non-empty files of its share under the manifest's sharding rule,
+    or every non-empty file when some worker's share holds no example (record-level sharding:
+    a worker given only empty files would spin forever in `repeat()`). Decided from the counts
+    alone, so all workers agree."""
+    if record_level_sharding(files, num_workers, sizes):
+        return [f for k, f in enumerate(files) if sizes is None or sizes[k] > 0]
+    share = M.worker_share(range(len(files)), worker_index, num_workers)
+    return [files[k] for k in share if sizes is None or sizes[k] > 0]
 
 
-def worker_files(files: Sequence, num_workers: int, worker_index: int) -> list:
-    """What worker i reads: its round-robin files, or all of them when there are fewer files
-    than workers (record-level sharding; decided from the count alone, so all workers agree)."""
-    if record_level_sharding(files, num_workers):
-        return list(files)
-    return shard_files(files, num_workers, worker_index)
-
-
-def record_level_sharding(files: Sequence, num_workers: int) -> bool:
-    """Fewer files than workers: every worker reads all files and keeps every N-th record."""
-    return len(files) < num_workers
+def record_level_sharding(files: Sequence, num_workers: int, sizes: Sequence[int] | None = None) -> bool:
+    """Some worker's share of the files holds no example: every worker reads all files instead."""
+    for worker in range(num_workers):
+        share = M.worker_share(range(len(files)), worker, num_workers)
+        if not any(sizes is None or sizes[k] > 0 for k in share):
+            return True
+    return False
 
 
 def feature_spec(model_cfg: ModelConfig) -> dict[str, tf.io.FixedLenFeature]:
-    """The parsing spec of the shards, as the stage that writes them defines it."""
-    from components.preprocess.transform import transformed_feature_spec
-
-    return transformed_feature_spec(model_cfg)
+    """The parsing spec of the shards, built from the contract's plain shapes and dtypes."""
+    return {name: tf.io.FixedLenFeature(list(f.shape), tf.as_dtype(f.dtype))
+            for name, f in F.transformed_feature_spec(model_cfg).items()}
 
 
 def make_parse_fn(model_cfg: ModelConfig):
@@ -129,6 +135,7 @@ def make_dataset(
     seed: int | None = None,
     readers: int = 4,
     compression: str = "",
+    sizes: Sequence[int] | None = None,
 ) -> tf.data.Dataset:
     """This worker's batches of (features, label).
 
@@ -137,10 +144,10 @@ def make_dataset(
     batch; training=False reads this worker's part exactly once.
     """
     files = [str(f) for f in files]
-    if not files:
+    if not worker_files(files, 1, 0, sizes):
         raise ValueError("no non-empty shard: nothing to read")
-    mine = worker_files(files, num_workers, worker_index)
-    record_level = record_level_sharding(files, num_workers)
+    mine = worker_files(files, num_workers, worker_index, sizes)
+    record_level = record_level_sharding(files, num_workers, sizes)
     if record_level:
         # Fewer files than workers: every worker reads all files in the same fixed order and
         # keeps every N-th record. Correct but N times the reading; the preprocess step

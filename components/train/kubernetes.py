@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from components.train import WORKER_ENV, WORKER_ENV_DEFAULTS, WORKER_MODULE, worker_args
+from components.train.worker_spec import WORKER_ENV, WORKER_ENV_DEFAULTS, WORKER_MODULE, worker_args
 from pipeline.config import Config
 from pipeline.paths import RunPaths
 
@@ -152,10 +152,11 @@ def to_yaml(docs: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
-def write_manifests(config: Config, paths: RunPaths, config_json: Path) -> Path:
+def write_manifests(docs: list[dict[str, Any]], paths: RunPaths) -> Path:
+    """The submitted objects as YAML beside the run, for `kubectl` and for the record."""
     out = paths.train_dir / "k8s" / "manifests.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(to_yaml(render(config, paths, Path(config_json).read_text())))
+    out.write_text(to_yaml(docs))
     return out
 
 
@@ -175,8 +176,8 @@ def submit_and_wait(config: Config, paths: RunPaths, config_json: Path, cluster=
     """Apply the manifests, poll until the job ends, delete everything on failure or timeout."""
     from components.train.launcher import GangError, GangTimeout
 
-    manifest = write_manifests(config, paths, config_json)
-    docs = list(yaml.safe_load_all(manifest.read_text()))
+    docs = render(config, paths, Path(config_json).read_text())
+    manifest = write_manifests(docs, paths)
     cluster = cluster or KubeCluster()
     job = docs[-1]
     log.info("submitting %s %s (%s)", job["kind"], job["metadata"]["name"], manifest)

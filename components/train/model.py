@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras as keras
 
-from pipeline import features as F
 from pipeline.config import ModelConfig, TrainConfig
+from pipeline.contracts import features as F
+from pipeline.contracts.signature import OUTPUT
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class VocabSizes:
 
 
 def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
-    """Uncompiled model over the transformed features (see pipeline/features.py)."""
+    """Uncompiled model over the transformed features (see pipeline/contracts/features.py)."""
     title = keras.Input(shape=(model_cfg.title_len,), dtype=tf.int64, name=F.TITLE_IDS)
     image = keras.Input(shape=(F.IMAGE_DIM,), dtype=tf.float32, name=F.IMAGE_Z)
     history = keras.Input(shape=(model_cfg.history_len,), dtype=tf.int64, name=F.HISTORY_IDS)
@@ -46,10 +47,10 @@ def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
     t = keras.layers.Embedding(vocab.title, model_cfg.embedding_dim, mask_zero=True,
                                name="title_embedding")(title)
     # Loops when the serving export is XLA-compiled (export.transformed_fn): XLA fuses the loop,
-    # and unrolled the graph took ~12 s to compile per batch shape instead of ~1.5 s and ran
-    # slower (batch-1 p50 2.26 vs 1.91 ms, measured in alternating rounds). Without XLA,
-    # unrolling removes the executor's per-step overhead (4.1 vs 5.1 ms): both sequences have a
-    # fixed length. Same variables either way.
+    # and unrolled the graph took far longer to compile per batch shape and ran slower at batch 1
+    # (measured in alternating rounds; see docs/benchmarks.md). Without XLA, unrolling removes
+    # the executor's per-step overhead, so the plain export is faster unrolled: both sequences
+    # have a fixed length. Same variables either way.
     unroll = not model_cfg.serving_xla
     t = keras.layers.LSTM(model_cfg.lstm_units, unroll=unroll, name="title_lstm")(t)
 
@@ -65,7 +66,7 @@ def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
     z = keras.layers.Dense(model_cfg.hidden_units, activation="relu", name="hidden")(z)
     # float32 output even under mixed precision: a float16 sigmoid saturates and the
     # log loss of confident predictions becomes inf.
-    out = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(z)
+    out = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name=OUTPUT)(z)
     return keras.Model(inputs={F.TITLE_IDS: title, F.IMAGE_Z: image, F.HISTORY_IDS: history},
                        outputs=out, name="ctr_model")
 
@@ -83,10 +84,10 @@ def compile_model(model: keras.Model, train_cfg: TrainConfig, replicas: int) -> 
     """Adam (lr scaled by replicas, global-norm clipping), BCE loss, AUC + accuracy."""
     optimizer = keras.optimizers.Adam(learning_rate=scaled_learning_rate(train_cfg, replicas),
                                       global_clipnorm=train_cfg.clip_norm)
-    # tf_keras turns XLA off for optimizers without a GPU ("only benefits on GPU"). Measured
-    # here: Adam's update of the embedding tables (dense moment decay over every row, even for
-    # sparse gradients) takes 134 ms per step on one core, 38 ms compiled; every replica pays
-    # it, so it decides how well the gang scales.
+    # tf_keras turns XLA off for optimizers without a GPU ("only benefits on GPU"). Not so for
+    # this model on CPU: Adam's update of the embedding tables (dense moment decay over every
+    # row, even for sparse gradients) runs several times faster compiled (docs/benchmarks.md);
+    # every replica pays it, so it decides how well the gang scales.
     optimizer.jit_compile = train_cfg.xla_optimizer
     model.compile(
         optimizer=optimizer,

@@ -91,7 +91,7 @@ def _distributed(strategy, split, config: Config, global_batch: int):
                             num_workers=ctx.num_input_pipelines, worker_index=ctx.input_pipeline_id,
                             training=True, deterministic=config.train.deterministic,
                             seed=config.train.seed, readers=config.train.readers,
-                            compression=split.compression)
+                            compression=split.compression, sizes=split.sizes)
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
@@ -163,7 +163,7 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, train_spl
 
 def _train_split(data_dir: Path, task: Task) -> Split:
     split = read_split(data_dir, "train")
-    missing = split.missing(worker_files(split.files, task.num_workers, task.index))
+    missing = split.missing(worker_files(split.files, task.num_workers, task.index, split.sizes))
     if missing:
         raise FileNotFoundError(f"{len(missing)} of this worker's shards are not staged in "
                                 f"{data_dir}, e.g. {missing[0]} (run the stage step for worker "

@@ -1,117 +1,22 @@
-"""Cheap input checks with pyarrow only: partitions exist, schemas match, daily stats and drift.
+"""Daily statistics and drift, with pyarrow only: row counts from the footers, the label column.
 
-These run before any Beam worker starts, read Parquet footers and the label column only, and
-fail with messages that name the table, the partition and the column, so a broken upstream
-export is diagnosed in seconds instead of as a stack trace from deep inside a Beam stage.
+Partitions and schemas are checked by `pipeline.contracts.inputs` (the same rules preprocess and
+evaluate use); what is here is validate's own: the day-over-day comparison.
 """
 from __future__ import annotations
 
-import datetime as dt
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import features as F
-from pipeline.paths import RunPaths
+from pipeline.contracts import features as F
+from pipeline.contracts.inputs import Inputs
 
 
-class ValidationError(RuntimeError):
-    """Input data is missing or wrong; the message lists every problem found."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("input validation failed:\n  - " + "\n  - ".join(self.problems))
-
-
-_DS = re.compile(r"^ds=(\d{4}-\d{2}-\d{2})$")
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """The raw files one run reads: events per date (train window + eval day) and items."""
-
-    train: dict[dt.date, list[Path]]
-    eval: dict[dt.date, list[Path]]
-    items_date: dt.date
-    items: list[Path]
-
-    @property
-    def event_files(self) -> dict[dt.date, list[Path]]:
-        return {**self.train, **self.eval}
-
-
-def _parquet_files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-
-
-def latest_items_snapshot(paths: RunPaths, day: dt.date) -> dt.date | None:
-    """The items snapshot of `day`, else the latest one before it (catalogs change slowly)."""
-    root = paths.raw_root / "items"
-    dates = []
-    for child in root.iterdir() if root.is_dir() else []:
-        match = _DS.match(child.name)
-        if match and _parquet_files(child):
-            snap = dt.date.fromisoformat(match.group(1))
-            if snap <= day:
-                dates.append(snap)
-    return max(dates) if dates else None
-
-
-def resolve_inputs(paths: RunPaths) -> Inputs:
-    """Find every input partition; fail listing ALL missing dates, not just the first."""
-    files = {day: _parquet_files(paths.events_dir(day)) for day in [*paths.train_dates, paths.eval_date]}
-    problems = [f"events partition ds={day} is missing or has no Parquet files ({paths.events_dir(day)})"
-                for day, found in files.items() if not found]
-    items_date = latest_items_snapshot(paths, paths.eval_date)
-    if items_date is None:
-        problems.append(f"no items snapshot at or before ds={paths.eval_date} under {paths.raw_root / 'items'}")
-    if problems:
-        missing = sorted({str(d) for d, f in files.items() if not f})
-        raise ValidationError([f"missing dates: {', '.join(missing) or 'none'}", *problems])
-    return Inputs(
-        train={d: files[d] for d in paths.train_dates},
-        eval={paths.eval_date: files[paths.eval_date]},
-        items_date=items_date,
-        items=_parquet_files(paths.items_dir(items_date)),
-    )
-
-
-def schema_problems(table: str, partition: str, path: Path, expected: dict[str, str]) -> list[str]:
-    """Missing, renamed (missing + unexpected) or mistyped columns of one Parquet file."""
-    schema = pq.read_schema(path)
-    found = {name: str(schema.field(name).type) for name in schema.names}
-    where = f"{table} partition {partition} ({path.name})"
-    missing = [c for c in expected if c not in found]
-    extra = [c for c in found if c not in expected]
-    problems = []
-    for col in missing:
-        hint = f"; found unexpected column(s) {extra} (renamed?)" if extra else ""
-        problems.append(f"{where}: column {col!r} is missing{hint}")
-    for col, want in expected.items():
-        if col in found and found[col] != want:
-            problems.append(f"{where}: column {col!r} has type {found[col]}, expected {want}")
-    return problems
-
-
-def check_schemas(inputs: Inputs) -> list[str]:
-    """Validate every file of every partition; raise with all problems, return warnings."""
-    problems = []
-    for day, files in sorted(inputs.event_files.items()):
-        for path in files:
-            problems += schema_problems("events", f"ds={day}", path, F.EVENT_COLUMNS)
-    for path in inputs.items:
-        problems += schema_problems("items", f"ds={inputs.items_date}", path, F.ITEM_COLUMNS)
-    if problems:
-        raise ValidationError(problems)
-    return []
-
-
-def day_stats(files: list[Path]) -> dict[str, float | int]:
-    """Row count (from footers) and label rate (label column only) of one events partition."""
-    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+def day_stats(files: list[Path], inputs: Inputs) -> dict[str, float | int]:
+    """Row count (from the footers already read) and label rate (label column only) of one day."""
+    rows = inputs.rows(files)
     labels = pq.read_table(files, columns=[F.LABEL]).column(F.LABEL) if files else None
     clicks = int(pc.sum(labels).as_py() or 0) if labels is not None else 0
     nulls = labels.null_count if labels is not None else 0

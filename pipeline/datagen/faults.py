@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline import features as F
+from pipeline.contracts import features as F
 
 SCHEMA_FAULTS = ("missing_column", "renamed_column", "wrong_type")
 ITEM_KINDS = ("nan_embedding", "inf_embedding", "short_embedding", "empty_title")

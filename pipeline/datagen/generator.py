@@ -1,7 +1,7 @@
 """Write date-partitioned raw events and item snapshots, streaming, with planted faults.
 
 Events are produced in fixed-size chunks and written as they are made, so memory stays flat
-whatever the number of events per day (1 M events/day stays well under 1 GiB). Every chunk
+whatever the number of events per day (peak memory: docs/benchmarks.md). Every chunk
 has its own seed derived from (seed, date, chunk index): output is identical for a seed no
 matter how it is chunked in time, and a single day can be regenerated alone.
 """
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline import features as F
+from pipeline.contracts import features as F
 from pipeline.datagen import faults as faults_mod
 from pipeline.datagen.world import World, WorldSpec
 from pipeline.paths import events_partition, items_partition
@@ -64,8 +64,8 @@ def generate(
 ) -> GenerationReport:
     """Generate `days` days from `start`; `faults` maps a date to fault specs (see faults.py).
 
-    `with_ceiling` fits the logistic regression on the true factors (about 3 s, mostly importing
-    scikit-learn); the report's `ceiling_auc` is NaN without it.
+    `with_ceiling` fits the logistic regression on the true factors (a fixed cost, mostly importing
+    scikit-learn, that benchmarks skip: docs/benchmarks.md); the report's `ceiling_auc` is NaN without it.
     """
     faults = faults or {}
     parsed = {day: [faults_mod.parse(s) for s in specs] for day, specs in faults.items()}
@@ -187,7 +187,7 @@ def _events_chunk(world: World, rng: np.random.Generator, day: dt.date, start: i
 
 
 def _event_ids(day: dt.date, start: int, n: int) -> pa.Array:
-    """'YYYYMMDD-000000042': unique per day, built in Arrow (a Python f-string per row is 5x slower)."""
+    """'YYYYMMDD-000000042': unique per day, built in Arrow (a Python f-string per row is much slower)."""
     numbers = pc.utf8_lpad(pc.cast(pa.array(np.arange(start, start + n)), pa.string()), 9, "0")
     return pc.binary_join_element_wise(f"{day:%Y%m%d}", numbers, "-")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline import features as F
+from pipeline.contracts import features as F
 
 FACTORS = 16
 POOL_SIZE = 64            # items a user keeps coming back to; histories are drawn from it

@@ -7,7 +7,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import features as F
+from pipeline.contracts import features as F
+from pipeline.contracts import raw
 from pipeline.datagen import generate
 from pipeline.datagen.cli import parse_faults
 from pipeline.datagen.faults import UNKNOWN_ITEM_OFFSET, parse
@@ -35,8 +36,9 @@ def clean(tmp_path_factory):
 def test_schema_matches_the_contract(clean):
     root, report = clean
     ev, it = events(root), items(root)
-    assert {n: str(t) for n, t in zip(ev.schema.names, ev.schema.types)} == F.EVENT_COLUMNS
-    assert {n: str(t) for n, t in zip(it.schema.names, it.schema.types)} == F.ITEM_COLUMNS
+    assert tuple(ev.schema.names) == F.EVENT_COLUMNS and tuple(it.schema.names) == F.ITEM_COLUMNS
+    assert raw.schema_problems("events", "ev", ev.schema) == raw.schema_problems("items", "it", it.schema) == []
+    assert all(ev.schema.field(c).type.equals(t) for c, t in raw.EVENT_TYPES.items() if c != F.HISTORY)
     assert ev.num_rows == 3000 and [d.events for d in report.days] == [3000, 3000]
     lengths = np.array([len(h) for h in ev.column(F.HISTORY).to_pylist()])
     assert lengths.max() <= F.MAX_HISTORY and lengths.min() == 0 and 10 < lengths.mean() < 30
@@ -112,8 +114,7 @@ def test_shuffled_labels_keep_the_rate_but_lose_the_signal(clean, tmp_path):
 def test_schema_faults(tmp_path, spec, check):
     generate(tmp_path, DAY, 2, **SMALL, faults={DAY + dt.timedelta(days=1): [spec]})
     assert check(events(tmp_path, DAY + dt.timedelta(days=1)))
-    assert {n: str(t) for n, t in zip(events(tmp_path).schema.names, events(tmp_path).schema.types)} \
-        == F.EVENT_COLUMNS
+    assert raw.schema_problems("events", "first day", events(tmp_path).schema) == []
 
 
 def test_malformed_rows_of_every_kind(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipeline import features as F
+from pipeline.contracts import features as F
 
 
 def _serving_spec():

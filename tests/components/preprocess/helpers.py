@@ -24,10 +24,10 @@ def read_split(folder: Path, split: str, model) -> dict[str, np.ndarray]:
     """All examples of a split, in shard order, parsed with the transformed feature spec."""
     import tensorflow as tf
 
-    from components.preprocess.manifest import shard_files
-    from components.preprocess.transform import transformed_feature_spec
+    from components.train.input import feature_spec
+    from pipeline.contracts.manifest import shard_files
 
-    spec = transformed_feature_spec(model)
+    spec = feature_spec(model)
     files = [str(f) for f in shard_files(folder, split)]
     parsed = [tf.io.parse_example(batch, spec)
               for batch in tf.data.TFRecordDataset(files).batch(4096)]

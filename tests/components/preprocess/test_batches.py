@@ -5,7 +5,8 @@ import numpy as np
 import pyarrow as pa
 
 from components.preprocess import batches as B
-from pipeline import features as F
+from pipeline.contracts import features as F
+from pipeline.contracts import rows
 
 
 def _items_table() -> pa.Table:
@@ -39,25 +40,39 @@ def _events_table() -> pa.Table:
 
 
 def test_validate_events_rejects_and_truncates():
-    good_ids, bad_ids, bad_reasons = np.array([1]), np.array([2]), np.array(["empty_title"], dtype=object)
-    batch, counts, rejected = B.validate_events(_events_table(), "train", good_ids, bad_ids, bad_reasons)
+    catalog = rows.Catalog(np.array([1]), np.array([2]), np.array(["empty_title"], dtype=object))
+    batch, counts, rejected = B.validate_events(_events_table(), "train", catalog)
     assert batch.event_ids.tolist() == ["e0", "e5"]
     assert {r["event_id"]: r["reason"] for r in rejected} == {
         "e1": "empty_title", "e2": "unknown_item", "e3": "null_label", None: "null_event_id"}
     assert counts == {"empty_title": 1, "unknown_item": 1, "null_label": 1, "null_event_id": 1,
-                      B.TRUNCATED: 1}
+                      rows.TRUNCATED: 1}
     histories = np.split(batch.hist_values, batch.hist_offsets[1:-1])
     assert histories[0].tolist() == list(range(11, 61))       # the most recent 50 of 60
     assert histories[1].tolist() == [1, 0, 2]                 # 0s stay: the graph drops padding
 
 
 def test_slices_and_analysis_rows_keep_lists_aligned():
-    batch, _, _ = B.validate_events(_events_table(), "eval", np.array([1, 2]), np.zeros(0, np.int64),
-                                    np.zeros(0, object))
+    catalog = rows.Catalog(np.array([1, 2]), np.zeros(0, np.int64), np.zeros(0, object))
+    batch, _, _ = B.validate_events(_events_table(), "eval", catalog)
     part = batch.slice(1, 3)
     assert part.event_ids.tolist() == ["e1", "e5"] and part.item_ids.tolist() == [2, 1]
     assert part.hist_offsets.tolist() == [0, 1, 4] and part.hist_values.tolist() == [3, 1, 0, 2]
     good, _, _ = B.validate_items(_items_table())
-    rows = B.item_analysis_batch(good, np.array([4.0], dtype=np.float32))
-    assert rows.num_rows == 1 and rows.column("impressions").to_pylist() == [[4.0]]
+    analysis = B.item_analysis_batch(good, np.array([4.0], dtype=np.float32))
+    assert analysis.num_rows == 1 and analysis.column("impressions").to_pylist() == [[4.0]]
     assert B.item_analysis_batch(good, np.array([0.0], dtype=np.float32)).num_rows == 0
+
+
+def test_event_chunks_grouped_by_key_match_a_per_key_filter():
+    from components.preprocess.steps import EventChunk
+
+    rng = np.random.default_rng(0)
+    group_by = rng.integers(0, 7, 500).astype(np.uint64)
+    keys, items = rng.integers(0, 1 << 40, 500).astype(np.uint64), rng.integers(1, 50, 500)
+    payloads = [f"p{i}".encode() for i in range(500)]
+    got = {value: (chunk.keys.tolist(), chunk.payloads()) for value, chunk in
+           EventChunk.grouped(group_by, keys, items, payloads)}
+    want = {int(v): (keys[group_by == v].tolist(), [payloads[i] for i in np.flatnonzero(group_by == v)])
+            for v in np.unique(group_by)}
+    assert got == want and list(EventChunk.grouped(group_by[:0], keys[:0], items[:0], [])) == []

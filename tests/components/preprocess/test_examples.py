@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from components.preprocess import examples as E
-from pipeline import features as F
+from pipeline.contracts import features as F
 
 
 def _spec():

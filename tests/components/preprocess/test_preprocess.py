@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from components.preprocess import manifest as M
-from pipeline import features as F
+from pipeline.contracts import features as F
+from pipeline.contracts import manifest as M
 from pipeline.fsutil import sha256_file
 from tests.components.preprocess.helpers import read_split
 
@@ -98,7 +98,7 @@ def test_runner_is_named_and_never_prism(tiny_config):
     from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
     from components.preprocess import pipeline_options
-    from components.preprocess.runner import FN_API_RUNNER
+    from components.preprocess.run import FN_API_RUNNER
 
     small = pipeline_options(tiny_config, events=1000)
     assert small.view_as(StandardOptions).runner == FN_API_RUNNER

@@ -6,8 +6,8 @@ import pickle
 import numpy as np
 import pytest
 
-from pipeline import features as F
 from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def analyzed(tmp_path_factory):
     from apache_beam.options.pipeline_options import PipelineOptions
     from tensorflow_transform.tf_metadata import dataset_metadata
 
-    from components.preprocess.runner import FN_API_RUNNER
+    from components.preprocess.run import FN_API_RUNNER
     from components.preprocess.transform import IMPRESSIONS, RAW_FEATURE_SPEC, make_preprocessing_fn
 
     root = tmp_path_factory.mktemp("tft")
@@ -85,7 +85,7 @@ def test_module_level_preprocessing_fn_uses_default_sizes():
     from components.preprocess import transform
 
     assert callable(transform.preprocessing_fn)
-    assert transform.transformed_feature_spec(ModelConfig())[F.TITLE_IDS].shape == [20]
+    assert F.transformed_feature_spec(ModelConfig())[F.TITLE_IDS].shape == (20,)
 
 
 def test_partial_feeding_serving_items_and_events(analyzed):

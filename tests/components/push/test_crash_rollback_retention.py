@@ -11,21 +11,36 @@ import pytest
 import yaml
 
 from components.evaluate import run as evaluate
-from components.push import RollbackError, layout, rollback, run
+from components.push import RollbackError, rollback, run
 from components.push.__main__ import main
-from components.push.publish import COPY_DELAY_ENV, apply_retention
+from components.push.publish import PublishError, apply_retention
 from pipeline.config import PROJECT_ROOT
+from pipeline.contracts import serving
 from tests.components.evaluate.fixtures import CLEAN_DAY, FIRST_DAY, MALFORMED_DAY
 
 
 def _versions(config):
-    return layout.list_versions(config.data.serving_base / config.push.model_name)
+    return serving.list_versions(config.data.serving_base / config.push.model_name)
 
 
 def _config_file(config, tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(config.to_dict()))
     return path
+
+
+# The push CLI with every copied file followed by a pause, so the test can SIGKILL it mid-copy.
+_SLOW_COPY = """
+import shutil, sys, time
+real = shutil.copy2
+def copy2(*args, **kwargs):
+    out = real(*args, **kwargs)
+    time.sleep(3)
+    return out
+shutil.copy2 = copy2
+from components.push.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def _staged(config):
@@ -37,11 +52,11 @@ def _staged(config):
 def test_push_killed_mid_copy_leaves_only_complete_versions_and_a_rerun_succeeds(runs, tmp_path):
     config, paths = runs.make(CLEAN_DAY)
     served = runs.serve_by_hand(config, 1, "good", data_date=FIRST_DAY)
-    served_digest = layout.tree_digest(served)
+    served_digest = serving.tree_digest(served)
     config, paths = runs.make(CLEAN_DAY, model="bad")          # a different model than the served one
     evaluate(config, paths)
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), COPY_DELAY_ENV: "3"}
-    cmd = [sys.executable, "-m", "components.push", "push", "--date", CLEAN_DAY.isoformat(), "--run-id",
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    cmd = [sys.executable, "-c", _SLOW_COPY, "push", "--date", CLEAN_DAY.isoformat(), "--run-id",
            paths.run_id, "--config", str(_config_file(config, tmp_path)), "--force", "--reason", "crash test"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -53,14 +68,14 @@ def test_push_killed_mid_copy_leaves_only_complete_versions_and_a_rerun_succeeds
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     # What TF Serving can see: only the complete version 1, untouched; the partial copy is hidden.
-    assert _versions(config) == [1] and layout.tree_digest(served) == served_digest
+    assert _versions(config) == [1] and serving.tree_digest(served) == served_digest
     partial = _staged(config)
     assert partial and not (partial[0] / "variables" / "variables.index").exists()
     assert not (config.data.serving_base / "models.config").exists()
 
-    result = run(config, paths, force=True, force_reason="rerun after crash")
+    result = run(config.with_overrides({"push.force": True, "push.force_reason": "rerun after crash"}), paths)
     assert result.pushed and result.version == 2 and _versions(config) == [1, 2]
-    assert layout.tree_digest(paths.model_base / "2") == layout.tree_digest(paths.model_dir)
+    assert serving.tree_digest(paths.model_base / "2") == serving.tree_digest(paths.model_dir)
     assert not [p for p in config.data.serving_base.iterdir() if p.name.startswith(".")]
 
 
@@ -70,9 +85,9 @@ def test_forced_push_then_rollback_serves_the_previous_model_again(runs, tmp_pat
     config, bad = runs.make(MALFORMED_DAY, model="bad", run_id="bad")
     assert not evaluate(config, bad).blessed
     assert not run(config, bad).pushed
-    forced = run(config, bad, force=True, force_reason="INC-42: ship despite the gate")
+    forced = run(config.with_overrides({"push.force": True, "push.force_reason": "INC-42: ship despite the gate"}), bad)
     assert forced.version == 2
-    record = layout.read_push_record(bad.model_base / "2")
+    record = serving.read_push_record(bad.model_base / "2")
     assert record["forced"] and record["force_reason"] == "INC-42: ship despite the gate"
     assert record["evaluation"]["blessed"] is False
 
@@ -80,11 +95,11 @@ def test_forced_push_then_rollback_serves_the_previous_model_again(runs, tmp_pat
                  str(_config_file(config, tmp_path))]) == 0
     assert _versions(config) == [1, 2, 3]                    # v3 (served) = the bytes of v1
     model_base = good.model_base
-    assert layout.tree_digest(model_base / "3") == layout.tree_digest(model_base / "1")
-    restored = layout.read_push_record(model_base / "3")
+    assert serving.tree_digest(model_base / "3") == serving.tree_digest(model_base / "1")
+    restored = serving.read_push_record(model_base / "3")
     assert restored["source"] == "rollback" and restored["restored_from"] == 1
     assert restored["rolled_back_from"] == 2 and restored["data_date"] == CLEAN_DAY.isoformat()
-    history = layout.read_history(config.data.serving_base, "recommender", "rollback")[3]
+    history = serving.read_history(config.data.serving_base, "recommender", "rollback")[3]
     assert history["reason"] == "CTR dropped after v2" and history["verification"]["ok"]
     assert (model_base / "3" / "assets.extra" / "tf_serving_warmup_requests").stat().st_size > 0
     # Nothing older is left: v2 was rolled back from, v1 is what serves now.
@@ -103,3 +118,18 @@ def test_retention_keeps_k_versions_never_the_served_or_previous(runs):
     assert apply_retention(model_base, keep=1) == [4]       # below 2: served + previous still kept
     assert _versions(config) == [5, 6]
     assert not [p for p in model_base.iterdir() if p.name.startswith(".")]
+
+
+def test_rollback_trusts_the_recorded_digest_and_refuses_tampered_files(runs):
+    config, good = runs.make(CLEAN_DAY, run_id="good")
+    assert evaluate(config, good).blessed and run(config, good).version == 1
+    config, bad = runs.make(MALFORMED_DAY, model="bad", run_id="bad")
+    evaluate(config, bad)
+    assert run(config.with_overrides({"push.force": True, "push.force_reason": "test"}), bad).version == 2
+    base = config.data.serving_base
+    (base / ".models.config.tmp-deadbeef").write_text("left by a killed push")
+    variables = next((good.model_base / "1" / "variables").glob("variables.data-*"))
+    variables.write_bytes(variables.read_bytes()[:-8] + b"tampered")           # v1 no longer its bytes
+    with pytest.raises(PublishError, match="digest"):
+        rollback(config, "CTR dropped after v2")
+    assert _versions(config) == [1, 2] and not [p for p in base.iterdir() if p.name.startswith(".")]

@@ -8,13 +8,14 @@ import pytest
 from google.protobuf import text_format
 
 from components.evaluate import run as evaluate
-from components.push import PushError, layout, run
+from components.push import PushError, run
 from components.push.serving_files import models_config_text, read_warmup
+from pipeline.contracts import serving
 from tests.components.evaluate.fixtures import CLEAN_DAY, FIRST_DAY, MALFORMED_DAY, SHUFFLED_DAY
 
 
 def _versions(config):
-    return layout.list_versions(config.data.serving_base / config.push.model_name)
+    return serving.list_versions(config.data.serving_base / config.push.model_name)
 
 
 def _hidden(config):
@@ -29,12 +30,12 @@ def test_blessed_push_publishes_a_verified_version_tf_serving_can_read(runs):
     result = run(config, paths)
     assert result.pushed and result.version == 1 and result.served_version == 1
     vdir = paths.model_base / "1"
-    assert layout.tree_digest(vdir) == layout.tree_digest(paths.model_dir)
-    record = layout.read_push_record(vdir)
+    assert serving.tree_digest(vdir) == serving.tree_digest(paths.model_dir)
+    record = serving.read_push_record(vdir)
     assert record["data_date"] == MALFORMED_DAY.isoformat() and record["run_id"] == paths.run_id
     assert record["evaluation"]["blessed"] and not record["forced"]
     assert record["tf_serving_flags"] == []     # the stand-in is a plain graph; the real export: tests/dags
-    history = layout.read_history(config.data.serving_base, config.push.model_name, "push")[1]
+    history = serving.read_history(config.data.serving_base, config.push.model_name, "push")[1]
     assert history["verification"]["ok"] and history["verification"]["max_abs_diff"] <= 1e-5
     assert not _hidden(config)
 
@@ -62,7 +63,7 @@ def test_blessed_push_publishes_a_verified_version_tf_serving_can_read(runs):
         assert got == pytest.approx(example["candidate_probability"], abs=1e-5)
 
     # Killed after the rename, before the record: a retry re-verifies the served copy, no new version.
-    history_file = layout.history_dir(config.data.serving_base, "recommender") / "push-000001.json"
+    history_file = serving.history_dir(config.data.serving_base, "recommender") / "push-000001.json"
     history_file.unlink()
     again = run(config, paths)
     assert again.version == 1 and "already served" in again.reason and _versions(config) == [1]
@@ -79,7 +80,7 @@ def test_shuffled_label_day_is_not_blessed_and_nothing_is_pushed(runs):
     assert _versions(config) == [1] and not _hidden(config)
     assert json.loads((paths.push_dir / "push_record.json").read_text())["pushed"] is False
     with pytest.raises(PushError, match="needs a reason"):
-        run(config, paths, force=True)
+        run(config.with_overrides({"push.force": True}), paths)
 
 
 def test_backfill_is_skipped_unless_allowed(runs):
@@ -89,9 +90,9 @@ def test_backfill_is_skipped_unless_allowed(runs):
     result = run(config, paths)
     assert not result.pushed and "backfill" in result.reason and "2026-11-04" in result.reason
     assert _versions(config) == [1]
-    forced = run(config, paths, allow_backfill=True)
+    forced = run(config.with_overrides({"push.allow_backfill": True}), paths)
     assert forced.pushed and forced.version == 2
-    assert layout.read_push_record(paths.model_base / "2")["backfill"] is True
+    assert serving.read_push_record(paths.model_base / "2")["backfill"] is True
 
 
 def test_verification_mismatch_unpublishes_and_fails(runs):
@@ -104,12 +105,12 @@ def test_verification_mismatch_unpublishes_and_fails(runs):
         example["candidate_probability"] += 1e-3             # what "eval saw" differs from serving
     sample_file.write_text(json.dumps(sample))
     with pytest.raises(PushError, match="verification of version 2 failed, unpublished"):
-        run(config, paths, force=True, force_reason="test: push the bad model")
+        run(config.with_overrides({"push.force": True, "push.force_reason": "test: push the bad model"}), paths)
     assert _versions(config) == [1] and not _hidden(config)
-    record = layout.read_history(config.data.serving_base, config.push.model_name, "push")[2]
+    record = serving.read_history(config.data.serving_base, config.push.model_name, "push")[2]
     assert record["unpublished"] and not record["verification"]["ok"]
-    assert layout.next_version(config.data.serving_base, config.push.model_name) == 3   # 2 stays burned
-    assert layout.read_push_record(paths.model_base / "1")["data_date"] == FIRST_DAY.isoformat()
+    assert serving.next_version(config.data.serving_base, config.push.model_name) == 3   # 2 stays burned
+    assert serving.read_push_record(paths.model_base / "1")["data_date"] == FIRST_DAY.isoformat()
 
 
 def test_models_config_keeps_other_models_and_rejects_garbage(tmp_path):

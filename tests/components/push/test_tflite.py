@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from components.push import tflite
+from components.train import load_keras_model
 from pipeline.config import ModelConfig
 
 TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, image_units=(8,), hidden_units=8)
@@ -48,4 +49,4 @@ def test_batch1_core_converts_with_builtins_and_agrees(core_export, tmp_path):
 
 def test_rebuild_refuses_a_mismatched_model_config(core_export):
     with pytest.raises(ValueError, match="cannot rebuild the core model"):
-        tflite.rebuild_core(core_export, ModelConfig(title_len=6, history_len=8, embedding_dim=5))
+        load_keras_model(core_export, ModelConfig(title_len=6, history_len=8, embedding_dim=5))

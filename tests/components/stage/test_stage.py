@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from components.preprocess import manifest as M
 from components.stage import StageError, run, shard_files, verify_staged
+from pipeline.contracts import manifest as M
 from pipeline.paths import RunPaths
 from tests.components.preprocess.helpers import RUN_DATE
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from pipeline import features as F
 from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
 
 
 def _example(title, image, history, label) -> bytes:

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.train.input import dataset_options, make_dataset, read_split, shard_files, worker_files
-from pipeline import features as F
+from components.train.input import dataset_options, make_dataset, read_split, worker_files
 from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
+from pipeline.contracts import manifest as M
 from tests.components.train.synthetic import write_split
 
 CFG = ModelConfig(title_len=4, history_len=5)
@@ -32,10 +33,14 @@ def _tags(ds, batches=None) -> list[float]:
     return out
 
 
-def test_shard_files_round_robin():
+def test_worker_files_round_robin_and_empty_shards():
     files = [f"f{i}" for i in range(7)]
-    parts = [shard_files(files, 3, i) for i in range(3)]
+    parts = [worker_files(files, 3, i) for i in range(3)]
     assert parts == [["f0", "f3", "f6"], ["f1", "f4"], ["f2", "f5"]]
+    # Empty shards keep their place in the rule (stage copies the same share) and are skipped.
+    assert worker_files(files, 3, 0, sizes=[5, 5, 5, 0, 5, 5, 5]) == ["f0", "f6"]
+    # A worker whose whole share is empty: everyone reads every non-empty file.
+    assert worker_files(files[:4], 2, 1, sizes=[5, 0, 5, 0]) == ["f0", "f2"]
 
 
 def test_workers_read_disjoint_files_covering_everything(shards):
@@ -94,7 +99,7 @@ def test_empty_shards_are_skipped(tmp_path):
 
 
 def _manifest(tmp_path, shards):
-    manifest = {"compression": "", "splits": {"train": {
+    manifest = {"format": M.FORMAT, "workers": 2, "compression": "", "splits": {"train": {
         "examples": sum(n for _, n in shards), "shards": [{"name": s, "examples": n} for s, n in shards]}}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
 
@@ -105,7 +110,7 @@ def test_manifest_is_authoritative(tmp_path):
     names = ["train/part-00000-of-00002.tfrecord", "train/part-00001-of-00002.tfrecord"]
     _manifest(tmp_path, [(names[0], 5), ("train/part-empty.tfrecord", 0), (names[1], 5)])
     split = read_split(tmp_path, "train")
-    assert [f.name for f in split.files] == [n.split("/")[1] for n in names]
+    assert [f.name for f in split.non_empty] == [n.split("/")[1] for n in names]
     assert split.examples == 10 and split.missing() == []
 
 

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 from components.train.model import VocabSizes, build_model, compile_model, global_batch_size, scaled_learning_rate
-from pipeline import features as F
 from pipeline.config import ModelConfig, TrainConfig
+from pipeline.contracts import features as F
 
 TINY = ModelConfig(title_len=6, history_len=9, embedding_dim=8, lstm_units=8,
                    image_units=(16, 8), hidden_units=16, title_vocab_size=30,

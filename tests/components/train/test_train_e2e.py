@@ -21,7 +21,7 @@ import tensorflow as tf
 from components import train
 from components.train import export
 from components.train.launcher import GangError
-from pipeline import features as F
+from pipeline.contracts import features as F
 from tests.components.train.conftest import EVAL_ROWS, TRAIN_ROWS, worker_processes
 from tests.components.train.tft_fixture import read_in_raw_order
 

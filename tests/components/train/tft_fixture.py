@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from pipeline import features as F
 from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
 
 TAG_DIM = F.IMAGE_DIM - 1
 WORDS = ("red", "blue", "shoe", "lamp", "sofa", "desk", "mug", "bag", "hat", "coat", "sale", "new")

@@ -111,3 +111,15 @@ def test_row_count_drift_against_the_previous_days_stored_report(tmp_path):
     one_day = config.with_overrides({"window.train_days": 1})
     with pytest.raises(ValidationError, match=r"ds=2026-11-05: rows 1200 vs 400 the day before \(drift 200.0%\)"):
         run(one_day, RunPaths.for_run(one_day, nxt, "day2"))
+
+
+def test_each_parquet_footer_is_read_once(tiny_config, raw_data, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from pipeline.contracts import inputs
+
+    opened = []
+    real = pq.ParquetFile
+    monkeypatch.setattr(inputs.pq, "ParquetFile", lambda path, *a, **k: opened.append(path) or real(path, *a, **k))
+    run(tiny_config, RunPaths.for_run(tiny_config, RUN_DATE, "validate-footers"))
+    assert opened and len(opened) == len(set(opened))      # every file once, none twice

@@ -1,10 +1,9 @@
 """`run(config, paths)`: run the Beam pipeline into temp dirs, check rejects, publish atomically.
 
-Publication order makes a killed or failed run harmless: everything is written under hidden
-temp siblings; only after the rejected-fraction check passes is the old examples dir moved
-aside, the new transform dir renamed in, and the new examples dir (manifest written last)
-renamed in. At every instant a reader sees either a complete examples dir whose manifest
-fingerprint matches the transform dir, or no examples dir at all.
+Everything is written under hidden temp siblings; only after the rejected-fraction check
+passes is the (examples, transform) pair replaced (`pipeline.contracts.manifest.publish`). A
+killed publish is undone by `manifest.recover` at the next run's start, so the last good
+output is never lost.
 """
 from __future__ import annotations
 
@@ -15,14 +14,10 @@ import shutil
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from components.preprocess import manifest as M
-from components.preprocess.pipeline import STATS_DIR, build, uses_side_input
 from components.preprocess.report import row_report
-from components.preprocess.sinks import shard_name
 from components.validate import ValidationError, check_inputs
 from pipeline.config import Config
+from pipeline.contracts import manifest as M
 from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import PreprocessResult
@@ -30,10 +25,9 @@ from pipeline.results import PreprocessResult
 log = logging.getLogger(__name__)
 FN_API_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 DIRECT_NAMES = {"directrunner", "direct", FN_API_RUNNER.lower()}
-# "auto" running mode. Measured on this 2-core machine (docs/preprocess.md): in_memory beat
-# multi_processing at 200k events (20 s vs 45 s) and at 1M (49 s vs 69 s; peak RSS 1.9 vs
-# 4.6 GiB): every worker process first imports TensorFlow (~5-8 s) and all data crosses gRPC.
-# Parallel workers can only pay that back with more cores and more data.
+# "auto" running mode: in_memory unless the day is big and there are cores to spare, because
+# every worker process first imports TensorFlow and all data crosses gRPC (figures in
+# docs/benchmarks.md). Parallel workers pay that back only with more cores and more data.
 AUTO_IN_MEMORY_MAX_EVENTS = 1_000_000
 AUTO_MULTI_MIN_CORES = 4
 
@@ -79,6 +73,7 @@ def _shard_counts(config: Config) -> dict[str, int]:
 
 def _temp_dirs(paths: RunPaths) -> dict[str, str]:
     paths.run_dir.mkdir(parents=True, exist_ok=True)
+    M.recover(paths.examples_dir, paths.transform_dir)
     for final in (paths.examples_dir, paths.transform_dir):
         for stale in remove_stale_temps(final.parent, final.name):
             log.info("removed leftover of an earlier killed run: %s", stale)
@@ -94,23 +89,12 @@ def _complete_shards(out_dir: Path, stats: list[dict], shards: dict[str, int]) -
     for split, total in shards.items():
         for shard in range(total):
             if (split, shard) not in have:
-                name = shard_name(split, shard, total)
+                name = M.shard_name(split, shard, total)
                 (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
                 (out_dir / name).write_bytes(b"")
                 stats.append({"name": name, "split": split, "shard": shard, "examples": 0, "bytes": 0,
                               "sha256": sha256_file(out_dir / name)})
     return stats
-
-
-def _publish(paths: RunPaths, out: dict[str, str]) -> None:
-    old = None
-    if paths.examples_dir.exists():
-        old = temp_sibling(paths.examples_dir, "old")
-        os.rename(paths.examples_dir, old)         # readers now see "no output", never a mix
-    publish_dir(Path(out["transform"]), paths.transform_dir)
-    publish_dir(Path(out["examples"]), paths.examples_dir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _publish_rejected(paths: RunPaths, out: dict[str, str]) -> None:
@@ -130,10 +114,10 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
     """Preprocess the run's window into transformed shards; raise ValidationError on bad input."""
     import apache_beam as beam
 
-    from components.preprocess.transform import transformed_feature_spec
+    from components.preprocess.pipeline import STATS_DIR, build, uses_side_input
 
     inputs = check_inputs(paths)
-    events = sum(pq.ParquetFile(f).metadata.num_rows for files in inputs.event_files.values() for f in files)
+    events = inputs.event_rows
     shards = _shard_counts(config)
     side_input = uses_side_input(config, inputs)
     out = _temp_dirs(paths)
@@ -157,13 +141,11 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
         stats = _complete_shards(examples_tmp, stats, shards)
         for scratch in (STATS_DIR, "_tft_tmp", "_rejected"):
             shutil.rmtree(examples_tmp / scratch, ignore_errors=True)
-        spec = {k: {"shape": list(v.shape), "dtype": v.dtype.name}
-                for k, v in transformed_feature_spec(config.model).items()}
-        manifest = M.build(paths, stats, config.train.workers, config.preprocess.compression, spec,
+        manifest = M.build(paths, stats, config.train.workers, config.preprocess.compression, config.model,
                            M.transform_fingerprint(Path(out["transform"])),
                            extra={"rejected": report["rejected"], "join": report["join"]})
         write_json_atomic(examples_tmp / M.MANIFEST, manifest)
-        _publish(paths, out)
+        M.publish(examples_tmp, Path(out["transform"]), paths.examples_dir, paths.transform_dir)
     except BaseException:
         _discard(out)
         raise

@@ -27,6 +27,7 @@ PUSH_RECORD = "push_record.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 VERIFY_REQUESTS = "verification_requests.json"
 ASSETS_EXTRA = "assets.extra"
+MODELS_CONFIG = "models.config"
 
 
 def list_versions(model_base: Path) -> list[int]:
@@ -107,12 +108,20 @@ def unpublish(vdir: Path) -> None:
 
 
 def stale_temps(serving_base: Path, model_name: str) -> list[Path]:
-    """Hidden staging leftovers of killed pushes, beside the model dir and inside it."""
-    found = list(serving_base.glob(f".{model_name}.*")) if serving_base.is_dir() else []
+    """Hidden leftovers of killed pushes and rollbacks: staging copies beside the model dir and
+    inside it, and models.config temps."""
+    found = [*serving_base.glob(f".{model_name}.*"), *serving_base.glob(f".{MODELS_CONFIG}.*")] \
+        if serving_base.is_dir() else []
     model_base = serving_base / model_name
     if model_base.is_dir():
         found.extend(p for p in model_base.iterdir() if p.name.startswith("."))
     return found
+
+
+def model_digest(vdir: Path) -> str:
+    """The digest recorded when a version was pushed (no re-hashing), else computed from its files."""
+    record = read_push_record(vdir) or {}
+    return record.get("model_digest") or tree_digest(vdir)
 
 
 def tree_digest(root: Path, exclude: tuple[str, ...] = (ASSETS_EXTRA,)) -> str:

@@ -18,11 +18,12 @@ import json
 import logging
 from typing import Any
 
-from components.evaluate.outputs import METRICS_FILE, SAMPLE_FILE, read_verdict
-from components.push import layout, publish, serving_files
+from components.push import publish, serving_files
 from components.push.verify import verify_version
 from pipeline import fsutil
 from pipeline.config import Config
+from pipeline.contracts import serving
+from pipeline.contracts.evaluation import METRICS_FILE, SAMPLE_FILE, read_verdict
 from pipeline.paths import RunPaths
 from pipeline.results import PushResult
 
@@ -35,24 +36,23 @@ class PushError(RuntimeError):
     """The push could not be completed safely (no evaluation, verification mismatch, ...)."""
 
 
-def run(config: Config, paths: RunPaths, force: bool = False, force_reason: str | None = None,
-        allow_backfill: bool | None = None) -> PushResult:
+def run(config: Config, paths: RunPaths) -> PushResult:
+    """Push the run's model if BLESSED (or `push.force` with `push.force_reason`)."""
+    force, force_reason, allow_backfill = config.push.force, config.push.force_reason, config.push.allow_backfill
     if force and not (force_reason or "").strip():
-        raise PushError("--force needs a reason (it is recorded in the push record)")
-    allow_backfill = config.push.allow_backfill if allow_backfill is None else allow_backfill
+        raise PushError("push.force needs a reason in push.force_reason (it is recorded in the push record)")
     evaluation = _load_evaluation(paths)
     blessed, lines = evaluation["verdict"]
     if not blessed and not force:
         return _skip(paths, f"not blessed: {'; '.join(lines) or 'see ' + str(paths.eval_dir)}")
-    digest = layout.tree_digest(paths.model_dir)
+    digest = serving.tree_digest(paths.model_dir)
     if digest != evaluation["metrics"]["candidate_digest"]:
         raise PushError(f"{paths.model_dir} is not the model that was evaluated (digest changed): "
                         "re-run evaluation; --force overrides a verdict, not a mismatch")
     with publish.push_lock(paths.serving_base, paths.model_name):
         publish.clean_stale(paths.serving_base, paths.model_name)
-        fsutil.remove_stale_temps(paths.serving_base, "models.config")
-        served = layout.served_version(paths.model_base)
-        served_record = layout.read_push_record(layout.version_dir(paths.model_base, served)) \
+        served = serving.served_version(paths.model_base)
+        served_record = serving.read_push_record(serving.version_dir(paths.model_base, served)) \
             if served is not None else None
         if served_record and served_record.get("model_digest") == digest:
             return _already_served(config, paths, served, served_record)
@@ -84,15 +84,15 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     examples = evaluation["sample"][: config.push.warmup_requests]
     body = serving_files.rest_body(examples)
     expected = [e["candidate_probability"] for e in examples]
-    version = layout.next_version(base, name)
+    version = serving.next_version(base, name)
     record = _push_record(paths, evaluation, digest, version, served, flags) | {"expected_predictions": expected}
     extras = {
-        layout.PUSH_RECORD: json.dumps(record, indent=2).encode(),
-        layout.VERIFY_REQUESTS: json.dumps(body).encode(),
-        layout.WARMUP_FILE: b"",
+        serving.PUSH_RECORD: json.dumps(record, indent=2).encode(),
+        serving.VERIFY_REQUESTS: json.dumps(body).encode(),
+        serving.WARMUP_FILE: b"",
     }
     tmp = publish.stage(paths.model_dir, base, name, version, digest, extras)
-    serving_files.write_warmup(tmp / layout.ASSETS_EXTRA / layout.WARMUP_FILE,
+    serving_files.write_warmup(tmp / serving.ASSETS_EXTRA / serving.WARMUP_FILE,
                                serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes))
     vdir = publish.publish(tmp, paths.model_base, version)
     log.info("published %s (previously served: %s); verifying in a fresh process", vdir, served)
@@ -116,7 +116,7 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
 def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, version: int,
                  served: int | None, flags: dict[str, Any]) -> dict[str, Any]:
     """What was pushed, from which run and evaluation, and what the model server must provide."""
-    from components.train.export import tf_serving_flags
+    from components.train import tf_serving_flags
 
     server_flags = tf_serving_flags(paths.model_dir)
     if server_flags:
@@ -137,18 +137,18 @@ def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, versi
 
 def _already_served(config: Config, paths: RunPaths, served: int, record: dict[str, Any]) -> PushResult:
     """A retry after a push that published: verify it if that was never recorded, then stop."""
-    history = layout.read_history(paths.serving_base, paths.model_name, "push").get(served)
-    vdir = layout.version_dir(paths.model_base, served)
+    history = serving.read_history(paths.serving_base, paths.model_name, "push").get(served)
+    vdir = serving.version_dir(paths.model_base, served)
     if not (history and history.get("verification", {}).get("ok")):
-        body = json.loads((vdir / layout.ASSETS_EXTRA / layout.VERIFY_REQUESTS).read_text())
+        body = json.loads((vdir / serving.ASSETS_EXTRA / serving.VERIFY_REQUESTS).read_text())
         check = verify_version(vdir, body, record["expected_predictions"], config.push.verify_tolerance,
                                config.push.verify_timeout_s)
         if not check.ok:
-            layout.unpublish(vdir)
+            serving.unpublish(vdir)
             raise PushError(f"served version {served} (this model) fails verification, unpublished: "
                             f"{check.detail}")
         serving_files.write_models_config(paths.serving_base, paths.model_name)
-        layout.write_history(paths.serving_base, paths.model_name, "push", served,
+        serving.write_history(paths.serving_base, paths.model_name, "push", served,
                              {**record, "verification": check.to_dict()})
     reason = f"this model is already served as version {served} (retry of a completed push)"
     _write_run_record(paths, {**record, "pushed": True, "note": reason})
@@ -157,7 +157,7 @@ def _already_served(config: Config, paths: RunPaths, served: int, record: dict[s
 
 
 def _skip(paths: RunPaths, reason: str, served: int | None = None) -> PushResult:
-    served = layout.served_version(paths.model_base) if served is None else served
+    served = serving.served_version(paths.model_base) if served is None else served
     log.warning("push skipped: %s", reason)
     _write_run_record(paths, {"pushed": False, "reason": reason, "run_id": paths.run_id,
                               "run_date": paths.ds, "served_version": served, "at": publish.now_iso()})

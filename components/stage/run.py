@@ -1,4 +1,4 @@
-"""Verified copy + atomic publish + retention of staged shard sets (see __init__ for the why)."""
+"""`run(config, paths, worker=None)`: verified copy, atomic publish and retention of staged shards (see __init__)."""
 from __future__ import annotations
 
 import hashlib
@@ -7,8 +7,8 @@ import logging
 import shutil
 from pathlib import Path
 
-from components.preprocess import manifest as M
 from pipeline.config import Config
+from pipeline.contracts import manifest as M
 from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling
 from pipeline.paths import RunPaths
 from pipeline.results import StageResult
@@ -23,11 +23,7 @@ class StageError(RuntimeError):
 
 def _wanted(manifest: dict, worker: int | None, workers: int | None) -> list[dict]:
     """Manifest shard records to stage: all splits; for a worker, its train and eval shares."""
-    out = []
-    for split in ("train", "eval"):
-        shards = manifest["splits"][split]["shards"]
-        out += shards if worker is None else shards[worker::workers or manifest["workers"]]
-    return out
+    return [s for split in M.SPLITS for s in M.shard_records(manifest, split, worker, workers)]
 
 
 def copy_verified(src: Path, dst: Path, size: int, sha256: str) -> None:
@@ -84,6 +80,7 @@ def run(config: Config, paths: RunPaths, worker: int | None = None,
         workers: int | None = None) -> StageResult:
     """Stage the run's shards (all workers', or `worker`'s of `workers`) on local SSD."""
     source = paths.examples_dir
+    M.recover(source, paths.transform_dir)
     try:
         manifest = M.read(source)
     except FileNotFoundError as err:

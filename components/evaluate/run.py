@@ -19,11 +19,11 @@ import numpy as np
 
 from components.evaluate import gate, metrics, report
 from components.evaluate.data import EvalBatch, EvalData
-from components.evaluate.outputs import BLESSED, METRICS_FILE, NOT_BLESSED, REPORT_FILE, SAMPLE_FILE
-from components.push import layout
-from pipeline import features as F
 from pipeline import fsutil
 from pipeline.config import Config
+from pipeline.contracts import features as F
+from pipeline.contracts import rows, serving
+from pipeline.contracts.evaluation import BLESSED, METRICS_FILE, NOT_BLESSED, REPORT_FILE, SAMPLE_FILE
 from pipeline.paths import RunPaths
 from pipeline.results import EvalResult
 
@@ -40,8 +40,8 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
 
     if not (paths.model_dir / "saved_model.pb").exists():
         raise EvalError(f"no candidate SavedModel at {paths.model_dir} (did training run?)")
-    base_version = layout.served_version(paths.model_base)
-    base_dir = layout.version_dir(paths.model_base, base_version) if base_version is not None else None
+    base_version = serving.served_version(paths.model_base)
+    base_dir = serving.version_dir(paths.model_base, base_version) if base_version is not None else None
     log.info("candidate %s; baseline %s", paths.model_dir,
              f"served version {base_version}" if base_dir else "none (first model)")
     scorers = {"candidate": Scorer(paths.model_dir, config.eval.batch_size)}
@@ -63,7 +63,7 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     verdict = gate.decide(config.eval, cand, base, base_version)
     result = {
         "run_date": paths.ds, "run_id": paths.run_id, "eval_date": paths.eval_date.isoformat(),
-        "candidate_dir": str(paths.model_dir), "candidate_digest": layout.tree_digest(paths.model_dir),
+        "candidate_dir": str(paths.model_dir), "candidate_digest": serving.tree_digest(paths.model_dir),
         "baseline_dir": str(base_dir) if base_dir else None, "baseline_version": base_version,
         "candidate": cand, "baseline": base, "deltas": metrics.deltas(cand, base),
         "slices": metrics.slice_metrics(label, probs, scored["slices"], config.eval.min_slice_size),
@@ -72,7 +72,7 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
         if config.eval.bootstrap_samples else None,
         "thresholds": {"min_auc": config.eval.min_auc, "max_log_loss": config.eval.max_log_loss,
                        "max_auc_drop": config.eval.max_auc_drop},
-        "rows_read": data.rows, "rejected": dict(data.rejected),
+        "rows_read": data.rows, "rejected": dict(data.rejected), rows.TRUNCATED: data.truncated,
         "verdict": verdict.to_dict(),
     }
     _publish(paths.eval_dir, result, scored["sample"], label, probs)

@@ -1,0 +1,110 @@
+"""`run(config, paths) -> ValidateResult`: cheap pyarrow checks of a run's raw inputs.
+
+It checks that the training-window and eval-day events partitions and an items snapshot exist
+(listing every missing date), that every file's schema matches the raw contract
+(`pipeline/contracts/raw.py`), and compares each day's row count and label rate with the previous
+day's (from `paths.validation_history_dir`). Row-level checks (NaN images, unknown items, ...)
+happen inside the Beam preprocess step, which adds its counts to the same report folder.
+
+Report: `paths.validation_dir/report.json`; per-date stats history:
+`paths.validation_history_dir/ds=YYYY-MM-DD.json` (written only when validation passes, so a
+bad day never becomes tomorrow's baseline).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+
+from components.validate.checks import day_stats, drift, item_stats
+from pipeline.config import Config
+from pipeline.contracts.inputs import Inputs, ValidationError, check_schemas, resolve_inputs
+from pipeline.fsutil import write_json_atomic
+from pipeline.paths import RunPaths
+from pipeline.results import ValidateResult
+
+log = logging.getLogger(__name__)
+
+
+def check_inputs(paths: RunPaths) -> Inputs:
+    """Partitions + schemas only (footers): what preprocess re-checks before starting Beam."""
+    inputs = resolve_inputs(paths)
+    check_schemas(inputs)
+    return inputs
+
+
+def _history_path(paths: RunPaths, day: dt.date):
+    return paths.validation_history_dir / f"ds={day.isoformat()}.json"
+
+
+def _baseline(paths: RunPaths, day: dt.date, stats: dict) -> dict | None:
+    """Stats of the day before `day`: from this window if present, else from the history."""
+    prev = day - dt.timedelta(days=1)
+    if prev in stats:
+        return stats[prev]
+    path = _history_path(paths, prev)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _drift_checks(config: Config, paths: RunPaths, stats: dict) -> tuple[list[str], list[str], dict]:
+    pre = config.preprocess
+    bounds = {"label_rate": (pre.warn_label_rate_drift, pre.max_label_rate_drift),
+              "rows": (pre.warn_row_count_drift, pre.max_row_count_drift)}
+    warnings, failures, drifts = [], [], {}
+    for day in sorted(stats):
+        base = _baseline(paths, day, stats)
+        if base is None:
+            warnings.append(f"ds={day}: no previous-day report, drift not checked")
+            continue
+        drifts[str(day)] = {}
+        for metric, (warn, fail) in bounds.items():
+            value = drift(stats[day][metric], base[metric])
+            drifts[str(day)][metric] = value
+            msg = (f"ds={day}: {metric} {stats[day][metric]:.4g} vs {base[metric]:.4g} the day before "
+                   f"(drift {value:.1%})")
+            if value > fail:
+                failures.append(f"{msg} exceeds the bound {fail:.0%}")
+            elif value > warn:
+                warnings.append(f"{msg} exceeds the warning level {warn:.0%}")
+    return warnings, failures, drifts
+
+
+def run(config: Config, paths: RunPaths) -> ValidateResult:
+    """Check the run's inputs; write the report; raise ValidationError on any failure."""
+    report_path = paths.validation_dir / "report.json"
+    try:
+        inputs = check_inputs(paths)
+    except ValidationError as err:
+        write_json_atomic(report_path, {"run_date": paths.ds, "run_id": paths.run_id, "passed": False,
+                                        "warnings": [], "problems": err.problems})
+        raise
+    items = item_stats(inputs.items)
+    problems = []
+    if items["distinct_ids"] != items["items"]:
+        problems.append(f"items partition ds={inputs.items_date}: {items['items'] - items['distinct_ids']} "
+                        f"duplicate item_id rows")
+    stats = {day: day_stats(files, inputs) for day, files in sorted(inputs.event_files.items())}
+    problems += [f"events partition ds={d}: no rows" for d, s in stats.items() if s["rows"] == 0]
+    warnings, failures, drifts = _drift_checks(config, paths, stats)
+    problems += failures
+    report = {
+        "run_date": paths.ds, "run_id": paths.run_id, "passed": not problems,
+        "items_snapshot": str(inputs.items_date), "items": items,
+        "days": {str(d): s for d, s in stats.items()}, "drift": drifts,
+        "warnings": warnings, "problems": problems,
+    }
+    write_json_atomic(report_path, report)
+    for w in warnings:
+        log.warning("validate: %s", w)
+    if problems:
+        raise ValidationError(problems)
+    for day, day_stat in stats.items():
+        write_json_atomic(_history_path(paths, day), {**day_stat, "run_id": paths.run_id})
+    return ValidateResult(
+        run_date=paths.ds,
+        train_dates=[str(d) for d in paths.train_dates],
+        rows={str(d): s["rows"] for d, s in stats.items()},
+        label_rate={str(d): s["label_rate"] for d, s in stats.items()},
+        report_path=str(report_path),
+        warnings=warnings,
+    )

@@ -1,0 +1,26 @@
+"""The serving signatures' names, the output name, and the request padding every client uses.
+
+Training exports these names, evaluation and push call them, TF Serving clients send them: one
+spelling for all. A request's history is a dense int64 [batch, width] right-padded with 0,
+the padding id of the whole pipeline.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SERVING_DEFAULT = "serving_default"        # raw features -> probability (TF Serving's default)
+SERVING_EXAMPLES = "serving_examples"      # serialized raw tf.Example -> probability
+REGRESS = "regress"                        # TF Serving's Regress API
+SERVING_TRANSFORMED = "serving_transformed"  # the bare model on tf.Transform output
+REGRESS_METHOD = "tensorflow/serving/regress"
+OUTPUT = "probability"
+
+
+def pad_histories(histories) -> np.ndarray:
+    """int64 [b, max(1, longest)] right-padded with 0: one dense request tensor, whether for
+    scoring, a TF Serving REST body or a warmup request."""
+    width = max(1, max((len(h) for h in histories), default=0))
+    out = np.zeros((len(histories), width), dtype=np.int64)
+    for i, h in enumerate(histories):
+        out[i, : len(h)] = h
+    return out

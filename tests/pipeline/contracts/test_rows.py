@@ -1,0 +1,98 @@
+"""One row-rule set: preprocess and evaluate keep, reject and truncate exactly the same rows."""
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from components.evaluate.data import EvalData
+from components.preprocess import batches as B
+from pipeline.contracts import features as F
+from pipeline.contracts import rows
+from pipeline.paths import RunPaths, events_partition, items_partition
+from tests.conftest import make_tiny_config
+
+DAY = dt.date(2026, 11, 2)
+
+
+def _hand_made(raw_root) -> None:
+    """Every reason on a few rows, written where both stages read the eval day."""
+    good = np.ones(F.IMAGE_DIM, dtype=np.float32).tolist()
+    nan = [float("nan"), *good[1:]]
+    items = pa.table({
+        F.ITEM_ID: pa.array([1, 2, 3, 4, 5, 5, 6], pa.int64()),
+        F.TITLE: pa.array(["Red shoe", "\t  ", "Blue hat", "Cap", "Dup a", "Dup b", None]),
+        F.CATEGORY: pa.array(["a"] * 7), F.PRICE: pa.array([1.0] * 7),
+        F.IMAGE: pa.array([good, good, nan, good[:-1], good, good, good], pa.list_(pa.float32())),
+    })
+    events = pa.table({
+        F.EVENT_ID: pa.array(["e0", "e1", "e2", "e3", "e4", None, "e6", "e7", "e8", "e9"]),
+        F.EVENT_TS: pa.array([dt.datetime(2026, 11, 2, 3, tzinfo=dt.UTC)] * 10, pa.timestamp("us", tz="UTC")),
+        F.USER_ID: pa.array(list(range(1, 11)), pa.int64()),
+        F.ITEM_ID: pa.array([1, 2, 3, 4, 5, 1, 1, 1, 99, 6], pa.int64()),
+        F.HISTORY: pa.array([list(range(1, 71)), [3], [], None, [1], [1], [2], [1, 2], [], []],
+                            pa.list_(pa.int64())),
+        F.PLATFORM: pa.array(["web"] * 10),
+        F.HOUR: pa.array([3] * 10, pa.int32()),
+        F.LABEL: pa.array([1, 0, 1, 0, 1, 0, None, 2, 0, 1], pa.int64()),
+    })
+    for folder, table, name in ((items_partition(raw_root, DAY), items, "items.parquet"),
+                                (events_partition(raw_root, DAY), events, "part-0.parquet")):
+        folder.mkdir(parents=True)
+        pq.write_table(table, folder / name)
+
+
+def _preprocess_view(raw_root, day) -> tuple[dict, dict, dict]:
+    """(kept event id -> history, rejected event id -> reason, truncated count) as preprocess sees it."""
+    items = pq.read_table(items_partition(raw_root, day), columns=list(rows.ITEM_COLUMNS))
+    good, bad_ids, bad_reasons = B.validate_items(items)
+    catalog = rows.Catalog.merge([rows.Catalog(np.sort(good.item_ids), bad_ids, bad_reasons)])
+    events = pq.read_table(events_partition(raw_root, day), columns=list(rows.EVENT_COLUMNS))
+    batch, counts, rejected = B.validate_events(events, "eval", catalog)
+    histories = np.split(batch.hist_values, batch.hist_offsets[1:-1]) if len(batch) else []
+    kept = {e: h.tolist() for e, h in zip(batch.event_ids.tolist(), histories)}
+    return kept, {r["event_id"]: r["reason"] for r in rejected}, counts[rows.TRUNCATED]
+
+
+def _evaluate_view(config, day) -> tuple[dict, dict, int]:
+    data = EvalData(RunPaths.for_run(config, day, "rules"), ("platform",), batch_size=4)
+    kept = {e: h for batch in data for e, h in zip(batch.event_id.tolist(), batch.history)}
+    return kept, dict(data.rejected), data.truncated
+
+
+def _reason_counts(rejected: dict) -> dict:
+    out = {}
+    for reason in rejected.values():
+        out[reason] = out.get(reason, 0) + 1
+    return out
+
+
+def test_hand_made_rows_get_one_verdict_from_both_stages(tmp_path):
+    config = make_tiny_config(tmp_path)
+    _hand_made(config.data.raw_root)
+    kept, rejected, truncated = _preprocess_view(config.data.raw_root, DAY)
+    assert set(kept) == {"e0"} and kept["e0"] == list(range(21, 71))      # the most recent 50 of 70
+    assert rejected == {"e1": "empty_title", "e2": "image_not_finite", "e3": "image_wrong_length",
+                        "e4": "duplicate_item_id", None: "null_event_id", "e6": "null_label",
+                        "e7": "label_not_binary", "e8": "unknown_item", "e9": "empty_title"}
+    assert truncated == 1
+    eval_kept, eval_rejected, eval_truncated = _evaluate_view(config, DAY)
+    assert eval_kept == kept and eval_rejected == _reason_counts(rejected) and eval_truncated == truncated
+
+
+@pytest.mark.parametrize("rate", [0.3])
+def test_generated_malformed_day_same_population_in_preprocess_and_evaluate(tmp_path, rate):
+    from pipeline.datagen import generate
+
+    config = make_tiny_config(tmp_path)
+    generate(config.data.raw_root, DAY, 1, users=200, items=150, events_per_day=1200, seed=5,
+             faults={DAY: [f"malformed:{rate}"]})
+    kept, rejected, truncated = _preprocess_view(config.data.raw_root, DAY)
+    assert {"unknown_item", "null_label", "image_not_finite", "empty_title"} <= set(rejected.values())
+    assert truncated > 0 and len(kept) > 0
+    eval_kept, eval_rejected, eval_truncated = _evaluate_view(config, DAY)
+    assert eval_kept == kept                   # same event ids, same (truncated) histories
+    assert eval_rejected == _reason_counts(rejected) and eval_truncated == truncated
