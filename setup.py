@@ -18,6 +18,7 @@ setup(
         "apache-airflow>=3.3,<4",
         "apache-airflow-providers-cncf-kubernetes>=10",
         "tensorflow-serving-api>=2.19,<2.22",
+        "tensorboard>=2.21,<2.22",          # the `tensorboard --logdir` the demo prints
         "pyarrow>=18",
         "numpy>=1.26",
         "scikit-learn>=1.5",

@@ -56,6 +56,9 @@ def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int
             F.IMAGE_Z: tf.train.Feature(float_list=tf.train.FloatList(
                 value=rng.standard_normal(F.IMAGE_DIM).astype(np.float32))),
             F.HISTORY_IDS: tf.train.Feature(int64_list=tf.train.Int64List(value=history)),
+            **{name: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(rng.integers(1, hi))]))
+               for name, hi in ((F.TARGET_ID, item_hi), (F.USER_BUCKET, vocab.users), (F.PLATFORM_ID, 4),
+                                (F.HOUR_ID, 25))},
             F.LABEL_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(rng.random() < 0.12)])),
         }
         serialized.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())

@@ -61,7 +61,7 @@ class PreprocessConfig:
     max_row_count_drift: float = 0.8
     warn_row_count_drift: float = 0.3
     readers_per_worker: int = 2          # shards = workers x readers_per_worker x shard_multiple
-    shard_multiple: int = 2
+    shard_multiple: int = 4
     compression: str = ""                # "" or "GZIP"; uncompressed reads much faster (docs/benchmarks.md)
     side_input_max_items: int = 100_000  # side-input join up to this (~8.3 KB/item/worker), else CoGBK
     staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
@@ -78,6 +78,11 @@ class ModelConfig:
     lstm_units: int = 64
     image_units: tuple[int, ...] = (128, 64)
     hidden_units: int = 256
+    architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
+    user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
+    attention_units: int = 64            # DIN attention MLP width
+    dropout: float = 0.1
+    embedding_l2: float = 1e-6           # L2 on the id embeddings (rows seen once must not overfit)
     serving_xla: bool = True             # export the model part XLA-compiled (TF Serving flag needed)
 
 
@@ -104,6 +109,9 @@ class TrainConfig:
     k8s_flavor: str = "tfjob"            # "tfjob" (Kubeflow) or "indexed-job" (+ headless Service)
     k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
     export: bool = True                  # false: train + evaluate only (benchmarks)
+    optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
+    validation_shards: int = 1           # train shards held out for early stopping (0 = none)
+    early_stopping_patience: int = 1     # epochs without a better val AUC before stopping
     xla_optimizer: bool = True           # XLA-compiled Adam update, also on CPU (faster: docs/benchmarks.md)
 
 
@@ -112,6 +120,7 @@ class EvalConfig:
     min_auc: float | None = 0.55
     max_log_loss: float | None = None
     max_auc_drop: float | None = 0.01     # candidate AUC may be at most this below baseline
+    drop_needs_significance: bool = True  # ...unless the paired bootstrap cannot tell them apart
     slices: tuple[str, ...] = ("category", "platform")
     min_slice_size: int = 100
     bootstrap_samples: int = 200
@@ -175,6 +184,12 @@ _CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
     "train.learning_rate": (lambda v: v > 0, "a float > 0"),
     "train.clip_norm": (lambda v: v > 0, "a float > 0"),
     "train.backend": (lambda v: v in ("local", "kubernetes"), "'local' or 'kubernetes'"),
+    "train.optimizer": (lambda v: v in ("lazy_adam", "adam"), "'lazy_adam' or 'adam'"),
+    "train.validation_shards": (lambda v: v >= 0, "an int >= 0"),
+    "train.early_stopping_patience": (lambda v: v >= 0, "an int >= 0"),
+    "model.architecture": (lambda v: v in ("din", "reference"), "'din' or 'reference'"),
+    "model.user_buckets": (lambda v: v >= 0, "an int >= 0"),
+    "model.dropout": (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
     "train.gpus_per_worker": (lambda v: v >= 0, "an int >= 0"),
     "train.threads_per_worker": (lambda v: v >= 0, "an int >= 0 (0 = automatic)"),
     "train.readers": (lambda v: v >= 1, "an int >= 1"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.contracts import features as F
@@ -28,7 +29,7 @@ from pipeline.paths import RunPaths
 log = logging.getLogger(__name__)
 
 _ITEM_SIDE = (F.TITLE, F.CATEGORY, F.PRICE)          # slice columns taken from the catalog
-_EVENT_BASE = (*rows.EVENT_COLUMNS, F.USER_ID)
+_EVENT_BASE = (*rows.EVENT_COLUMNS, F.USER_ID, F.PLATFORM, F.HOUR)
 
 
 class EvalDataError(RuntimeError):
@@ -44,14 +45,24 @@ class EvalBatch:
     image: np.ndarray            # float32 [b, 2048]
     history: list[list[int]]     # unpadded, most recent last
     label: np.ndarray            # int64 [b]
-    user: np.ndarray             # int64 [b]
+    user: np.ndarray             # int64 [b] (also the bootstrap's resampling unit)
+    item: np.ndarray             # int64 [b]
+    platform: np.ndarray         # object (str) [b]
+    hour: np.ndarray             # int64 [b]
     slices: dict[str, np.ndarray]
 
     def __len__(self) -> int:
         return len(self.label)
 
+    def row(self, i: int) -> dict:
+        """Row i's raw serving features as plain Python values (eval sample, REST, warmup)."""
+        return {F.TITLE: str(self.title[i]), F.IMAGE: [float(x) for x in self.image[i]],
+                F.HISTORY: [int(x) for x in self.history[i]], F.ITEM_ID: int(self.item[i]),
+                F.USER_ID: int(self.user[i]), F.PLATFORM: str(self.platform[i]), F.HOUR: int(self.hour[i])}
+
     def serving_inputs(self) -> dict[str, np.ndarray]:
-        return {F.TITLE: self.title, F.IMAGE: self.image, F.HISTORY: pad_histories(self.history)}
+        return {F.TITLE: self.title, F.IMAGE: self.image, F.HISTORY: pad_histories(self.history),
+                F.ITEM_ID: self.item, F.USER_ID: self.user, F.PLATFORM: self.platform, F.HOUR: self.hour}
 
 
 class Catalog:
@@ -135,6 +146,9 @@ class EvalData:
             image=self.catalog.images[items],
             history=[values[offsets[i]:offsets[i + 1]].tolist() for i in keep.tolist()],
             label=checked.labels[keep],
-            user=table.column(F.USER_ID).to_numpy().astype(np.int64)[keep],
+            user=pc.fill_null(table.column(F.USER_ID), -1).to_numpy().astype(np.int64)[keep],
+            item=checked.item_ids[keep],
+            platform=np.array([p or "" for p in table.column(F.PLATFORM).to_pylist()], dtype=object)[keep],
+            hour=pc.fill_null(table.column(F.HOUR), -1).to_numpy().astype(np.int64)[keep],
             slices=slices,
         )

@@ -27,7 +27,8 @@ class Verdict:
 
 
 def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] | None,
-           baseline_version: int | None) -> Verdict:
+           baseline_version: int | None, auc_diff: dict[str, Any] | None = None) -> Verdict:
+    """`auc_diff`: the paired user-bootstrap interval of candidate - baseline AUC, if computed."""
     v = Verdict(blessed=False)
     if cfg.min_auc is None and cfg.max_log_loss is None and cfg.max_auc_drop is None:
         v.reasons.append(f"{NO_THRESHOLDS} (eval.min_auc, eval.max_log_loss and eval.max_auc_drop "
@@ -47,11 +48,7 @@ def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] 
             v.notes.append("no baseline (no model is served yet): eval.max_auc_drop not applied, "
                            "absolute thresholds only")
         else:
-            base_auc = baseline["auc"]
-            floor = None if base_auc is None else base_auc - cfg.max_auc_drop
-            _check(v, auc is not None and floor is not None and auc >= floor,
-                   f"AUC {_f(auc)} %s served version {baseline_version} AUC {_f(base_auc)} "
-                   f"- eval.max_auc_drop {cfg.max_auc_drop} = {_f(floor)}", (">=", "is below"))
+            _relative(v, cfg, auc, baseline["auc"], baseline_version, auc_diff)
     elif baseline is None:
         v.notes.append("no baseline (no model is served yet): absolute thresholds only")
     if not v.passed and not v.reasons:
@@ -59,6 +56,23 @@ def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] 
                          "baseline; set eval.min_auc or eval.max_log_loss for a first model")
     v.blessed = not v.reasons
     return v
+
+
+def _relative(v: Verdict, cfg: EvalConfig, auc, base_auc, baseline_version, auc_diff) -> None:
+    """AUC may be at most max_auc_drop below the served model's, unless the paired bootstrap
+    cannot tell the two apart: a drop whose interval still reaches 0 is noise, not a worse
+    model, and flagging it would make the nightly gate flip on noise."""
+    floor = None if base_auc is None else base_auc - cfg.max_auc_drop
+    claim = (f"AUC {_f(auc)} %s served version {baseline_version} AUC {_f(base_auc)} "
+             f"- eval.max_auc_drop {cfg.max_auc_drop} = {_f(floor)}")
+    ok = auc is not None and floor is not None and auc >= floor
+    high = (auc_diff or {}).get("high")
+    if not ok and cfg.drop_needs_significance and high is not None and high >= 0:
+        v.passed.append(f"{claim % 'is below'}, but the paired user-bootstrap interval of the "
+                        f"difference [{_f(auc_diff['low'])}, {_f(high)}] includes 0: "
+                        "indistinguishable from the served model")
+        return
+    _check(v, ok, claim, (">=", "is below"))
 
 
 def _check(v: Verdict, ok: bool, claim: str, words: tuple[str, str]) -> None:

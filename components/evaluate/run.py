@@ -60,16 +60,17 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     probs = {name: scored[name] for name in scorers}
     cand = metrics.binary_metrics(label, probs["candidate"])
     base = metrics.binary_metrics(label, probs["baseline"]) if base_dir else None
-    verdict = gate.decide(config.eval, cand, base, base_version)
+    bootstrap = metrics.user_bootstrap(label, users, probs["candidate"], probs.get("baseline"),
+                                       config.eval.bootstrap_samples, config.eval.seed) \
+        if config.eval.bootstrap_samples else None
+    verdict = gate.decide(config.eval, cand, base, base_version, (bootstrap or {}).get("auc_diff"))
     result = {
         "run_date": paths.ds, "run_id": paths.run_id, "eval_date": paths.eval_date.isoformat(),
         "candidate_dir": str(paths.model_dir), "candidate_digest": serving.tree_digest(paths.model_dir),
         "baseline_dir": str(base_dir) if base_dir else None, "baseline_version": base_version,
         "candidate": cand, "baseline": base, "deltas": metrics.deltas(cand, base),
         "slices": metrics.slice_metrics(label, probs, scored["slices"], config.eval.min_slice_size),
-        "bootstrap": metrics.user_bootstrap(label, users, probs["candidate"], probs.get("baseline"),
-                                            config.eval.bootstrap_samples, config.eval.seed)
-        if config.eval.bootstrap_samples else None,
+        "bootstrap": bootstrap,
         "thresholds": {"min_auc": config.eval.min_auc, "max_log_loss": config.eval.max_log_loss,
                        "max_auc_drop": config.eval.max_auc_drop},
         "rows_read": data.rows, "rejected": dict(data.rejected), rows.TRUNCATED: data.truncated,
@@ -114,16 +115,9 @@ def _score(data: EvalData, scorers: dict, sample_size: int) -> dict[str, Any]:
 
 def _sample_rows(batch: EvalBatch, preds: dict[str, np.ndarray], k: int) -> list[dict[str, Any]]:
     """Raw features + predictions of a few rows: push turns them into warmup and checks."""
-    rows = []
-    for i in range(min(k, len(batch))):
-        rows.append({
-            F.TITLE: str(batch.title[i]),
-            F.IMAGE: [float(x) for x in batch.image[i]],
-            F.HISTORY: [int(x) for x in batch.history[i]],
-            F.LABEL: int(batch.label[i]),
-            **{f"{name}_probability": float(p[i]) for name, p in preds.items()},
-        })
-    return rows
+    return [{**batch.row(i), F.LABEL: int(batch.label[i]),
+             **{f"{name}_probability": float(p[i]) for name, p in preds.items()}}
+            for i in range(min(k, len(batch)))]
 
 
 def _publish(eval_dir: Path, result: dict[str, Any], sample: list[dict[str, Any]],

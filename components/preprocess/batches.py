@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.contracts import features as F
 from pipeline.contracts import rows
@@ -27,6 +28,9 @@ class ItemBatch:
         return ItemBatch(self.item_ids[index], self.titles[index], self.images[index])
 
 
+EVENT_COLUMNS = (*rows.EVENT_COLUMNS, F.USER_ID, F.PLATFORM, F.HOUR)   # what preprocess reads
+
+
 @dataclass
 class EventBatch:
     split: str
@@ -35,6 +39,9 @@ class EventBatch:
     labels: np.ndarray          # int64 [n]
     hist_offsets: np.ndarray    # int64 [n + 1]
     hist_values: np.ndarray     # int64 [offsets[-1]]
+    user_ids: np.ndarray        # int64 [n]
+    platforms: np.ndarray       # bytes (object) [n]
+    hours: np.ndarray           # int64 [n]
 
     def __len__(self) -> int:
         return len(self.item_ids)
@@ -43,7 +50,16 @@ class EventBatch:
         lo, hi = self.hist_offsets[start], self.hist_offsets[stop]
         return EventBatch(self.split, self.event_ids[start:stop], self.item_ids[start:stop],
                           self.labels[start:stop], self.hist_offsets[start:stop + 1] - lo,
-                          self.hist_values[lo:hi])
+                          self.hist_values[lo:hi], self.user_ids[start:stop], self.platforms[start:stop],
+                          self.hours[start:stop])
+
+
+def context_columns(table: pa.Table, rows_: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(user ids, platforms as bytes, hours) of `rows_`; nulls as -1 / b"" / -1 (mapped to 0 later)."""
+    users = pc.fill_null(table.column(F.USER_ID), -1).to_numpy().astype(np.int64)[rows_]
+    platforms = np.array([(p or "").encode() for p in table.column(F.PLATFORM).to_pylist()], dtype=object)[rows_]
+    hours = pc.fill_null(table.column(F.HOUR), -1).to_numpy().astype(np.int64)[rows_]
+    return users, platforms, hours
 
 
 def validate_items(table: pa.Table) -> tuple[ItemBatch, np.ndarray, np.ndarray]:
@@ -63,7 +79,7 @@ def validate_events(table: pa.Table, split: str, catalog: rows.Catalog) -> tuple
     keep = np.flatnonzero(good)
     offsets, values = rows.take_lists(checked.hist_offsets, checked.hist_values, keep)
     batch = EventBatch(split, checked.event_ids[keep], checked.item_ids[keep], checked.labels[keep],
-                       offsets, values)
+                       offsets, values, *context_columns(checked.table, keep))
     bad = np.flatnonzero(~good)
     counts = {r: int(c) for r, c in zip(*np.unique(checked.reasons[bad], return_counts=True))}
     counts[rows.TRUNCATED] = int(checked.truncated[keep].sum())
@@ -81,12 +97,16 @@ def item_analysis_batch(items: ItemBatch, impressions: np.ndarray) -> pa.RecordB
         return pa.ListArray.from_arrays(np.arange(n + 1, dtype=np.int32), pa.array(values, typ))
 
     images = items.images[shown]
+    zeros = np.zeros(n, dtype=np.int64)       # event-level columns: no analyzer reads them
     return pa.RecordBatch.from_arrays([
         scalar_list(items.titles[shown].tolist(), pa.binary()),
         pa.ListArray.from_arrays(np.arange(0, n * F.IMAGE_DIM + 1, F.IMAGE_DIM, dtype=np.int32),
                                  pa.array(images.ravel(), pa.float32())),
         pa.ListArray.from_arrays(np.zeros(n + 1, dtype=np.int32), pa.array([], pa.int64())),
-        scalar_list(np.zeros(n, dtype=np.int64), pa.int64()),
+        scalar_list(zeros, pa.int64()),
         scalar_list(items.item_ids[shown], pa.int64()),
+        scalar_list(zeros, pa.int64()),
+        scalar_list([b""] * n, pa.binary()),
+        scalar_list(zeros, pa.int64()),
         scalar_list(impressions[shown].astype(np.float32), pa.float32()),
-    ], names=[F.TITLE, F.IMAGE, F.HISTORY, F.LABEL, F.ITEM_ID, "impressions"])
+    ], names=[F.TITLE, F.IMAGE, F.HISTORY, F.LABEL, F.ITEM_ID, F.USER_ID, F.PLATFORM, F.HOUR, "impressions"])

@@ -27,9 +27,10 @@ from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
 from components.preprocess import sinks
 from components.preprocess import steps as S
 from components.preprocess import transform as T
+from components.preprocess.batches import EVENT_COLUMNS
 from pipeline.config import Config
 from pipeline.contracts.inputs import Inputs
-from pipeline.contracts.rows import EVENT_COLUMNS, ITEM_COLUMNS
+from pipeline.contracts.rows import ITEM_COLUMNS
 
 STATS_DIR = "_stats"
 

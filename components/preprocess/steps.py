@@ -214,12 +214,16 @@ class TransformEvents(beam.DoFn):
     def process(self, batch: B.EventBatch, _ready):
         import tensorflow as tf
 
-        loader = _loader(self.transform_dir, T.EVENT_INPUTS, (F.HISTORY_IDS, F.LABEL_KEY))
-        out = loader.apply_transform_model({F.HISTORY: _history_sparse(batch),
-                                            F.LABEL: tf.constant(batch.labels)})
-        hist = E.int64_entries(F.HISTORY_IDS, out[F.HISTORY_IDS].numpy())
-        labels = E.int64_entries(F.LABEL_KEY, out[F.LABEL_KEY].numpy()[:, None])
-        parts = [h + lab for h, lab in zip(hist, labels)]
+        loader = _loader(self.transform_dir, T.EVENT_INPUTS, T.EVENT_OUTPUTS)
+        out = loader.apply_transform_model({
+            F.HISTORY: _history_sparse(batch), F.LABEL: tf.constant(batch.labels),
+            F.ITEM_ID: tf.constant(batch.item_ids), F.USER_ID: tf.constant(batch.user_ids),
+            F.PLATFORM: tf.constant(batch.platforms.astype(bytes)), F.HOUR: tf.constant(batch.hours)})
+        columns = []
+        for name in T.EVENT_OUTPUTS:
+            values = out[name].numpy()
+            columns.append(E.int64_entries(name, values if values.ndim == 2 else values[:, None]))
+        parts = [b"".join(entries) for entries in zip(*columns)]
         keys = E.event_hash(batch.event_ids)
         group_by = batch.item_ids if self.key_by_item else keys % np.uint64(self.shards[batch.split])
         for value, chunk in EventChunk.grouped(group_by, keys, batch.item_ids, parts):

@@ -21,8 +21,9 @@ graph, and its size is known before training, so the model's embedding table is 
 Id 0 means padding everywhere: vocabulary ids and OOV buckets are shifted by +1.
 
 The saved graph is fed PARTIALLY (tf.Transform supplies dummies for unfed inputs and drops the
-outputs that depend on them): items feed title + image_embedding, events feed history + label,
-serving feeds title + image_embedding + history_item_ids.
+outputs that depend on them): items feed title + image_embedding, events feed the history, the
+label and the event context (item_id, user_id, platform, hour_of_day), serving feeds all seven
+raw serving features.
 """
 from __future__ import annotations
 
@@ -41,10 +42,14 @@ RAW_FEATURE_SPEC = {
     F.HISTORY: tf.io.VarLenFeature(tf.int64),
     F.LABEL: tf.io.FixedLenFeature([], tf.int64),
     F.ITEM_ID: tf.io.FixedLenFeature([], tf.int64),
+    F.USER_ID: tf.io.FixedLenFeature([], tf.int64),
+    F.PLATFORM: tf.io.FixedLenFeature([], tf.string),
+    F.HOUR: tf.io.FixedLenFeature([], tf.int64),
     IMPRESSIONS: tf.io.FixedLenFeature([], tf.float32),
 }
-ITEM_INPUTS = (F.TITLE, F.IMAGE)           # what an item row feeds when transforming
-EVENT_INPUTS = (F.HISTORY, F.LABEL)        # what an event row feeds when transforming
+ITEM_INPUTS = (F.TITLE, F.IMAGE)                                # what an item row feeds
+EVENT_INPUTS = (F.HISTORY, F.LABEL, *F.EVENT_CONTEXT)           # what an event row feeds
+EVENT_OUTPUTS = (F.HISTORY_IDS, F.TARGET_ID, F.USER_BUCKET, F.PLATFORM_ID, F.HOUR_ID, F.LABEL_KEY)
 
 
 def tokenize(titles: tf.Tensor) -> tf.RaggedTensor:
@@ -77,15 +82,32 @@ def _image_z(image: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
     return tf.cast((x - mean) / std, tf.float32)
 
 
-def _history_ids(history: tf.SparseTensor, item_ids: tf.Tensor, weights: tf.Tensor,
-                 model: ModelConfig) -> tf.Tensor:
+def _item_ids(history: tf.SparseTensor, item_ids: tf.Tensor, weights: tf.Tensor,
+              model: ModelConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    """(history ids [B, history_len], target id [B]) in ONE id space: the model's shared item
+    embedding then knows the shown item and the items the user interacted with as the same rows."""
     vocab = tft.vocabulary(item_ids, top_k=model.item_vocab_size, weights=weights,
                            vocab_filename=F.ITEM_VOCAB)
     ragged = tf.RaggedTensor.from_sparse(history)
     ragged = tf.ragged.boolean_mask(ragged, ragged > 0)          # 0 = no item
     recent = ragged[:, -model.history_len:]                      # most recent last
     ids = tft.apply_vocabulary(recent, vocab, num_oov_buckets=model.oov_buckets) + 1
-    return _pad(ids, model.history_len)
+    target = tft.apply_vocabulary(item_ids, vocab, num_oov_buckets=model.oov_buckets) + 1
+    return _pad(ids, model.history_len), target
+
+
+def _context(inputs, model: ModelConfig) -> dict[str, tf.Tensor]:
+    """Analyzer-free event context: hashed user, platform index, hour of day (0 = unknown)."""
+    platform = tf.strings.lower(tf.strings.strip(inputs[F.PLATFORM]))
+    known = tf.equal(platform[:, None], tf.constant(F.PLATFORMS))
+    platform_id = tf.where(tf.reduce_any(known, axis=1), tf.argmax(tf.cast(known, tf.int64), axis=1) + 1, 0)
+    hour = tf.cast(inputs[F.HOUR], tf.int64)
+    users = max(model.user_buckets, 1)
+    return {
+        F.USER_BUCKET: tf.strings.to_hash_bucket_fast(tf.strings.as_string(inputs[F.USER_ID]), users) + 1,
+        F.PLATFORM_ID: platform_id,
+        F.HOUR_ID: tf.where((hour >= 0) & (hour < 24), hour + 1, 0),
+    }
 
 
 def make_preprocessing_fn(model: ModelConfig):
@@ -93,10 +115,13 @@ def make_preprocessing_fn(model: ModelConfig):
 
     def preprocessing_fn(inputs):
         weights = tf.cast(inputs[IMPRESSIONS], tf.float32)
+        history_ids, target_id = _item_ids(inputs[F.HISTORY], inputs[F.ITEM_ID], weights, model)
         return {
             F.TITLE_IDS: _title_ids(inputs[F.TITLE], weights, model),
             F.IMAGE_Z: _image_z(inputs[F.IMAGE], weights),
-            F.HISTORY_IDS: _history_ids(inputs[F.HISTORY], inputs[F.ITEM_ID], weights, model),
+            F.HISTORY_IDS: history_ids,
+            F.TARGET_ID: target_id,
+            **_context(inputs, model),
             F.LABEL_KEY: tf.cast(inputs[F.LABEL], tf.int64),
         }
 

@@ -82,7 +82,8 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
           served: int | None, flags: dict[str, Any]) -> PushResult:
     name, base = paths.model_name, paths.serving_base
     examples = evaluation["sample"][: config.push.warmup_requests]
-    body = serving_files.rest_body(examples)
+    inputs = serving_files.signature_inputs(paths.model_dir)
+    body = serving_files.rest_body(examples, inputs)
     expected = [e["candidate_probability"] for e in examples]
     version = serving.next_version(base, name)
     record = _push_record(paths, evaluation, digest, version, served, flags) | {"expected_predictions": expected}
@@ -93,7 +94,7 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     }
     tmp = publish.stage(paths.model_dir, base, name, version, digest, extras)
     serving_files.write_warmup(tmp / serving.ASSETS_EXTRA / serving.WARMUP_FILE,
-                               serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes))
+                               serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes, inputs))
     vdir = publish.publish(tmp, paths.model_base, version)
     log.info("published %s (previously served: %s); verifying in a fresh process", vdir, served)
     check = verify_version(vdir, body, expected, config.push.verify_tolerance, config.push.verify_timeout_s)

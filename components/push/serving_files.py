@@ -8,30 +8,45 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from pipeline import fsutil
 from pipeline.contracts import features as F
 from pipeline.contracts import serving, signature
-from pipeline.contracts.signature import pad_histories
+from pipeline.contracts.signature import request_arrays
 
 SIGNATURE = signature.SERVING_DEFAULT
 
 
-def rest_body(examples: list[dict[str, Any]]) -> dict[str, Any]:
+def signature_inputs(model_dir: Path) -> tuple[str, ...]:
+    """The raw features a SavedModel's serving_default takes (read from saved_model.pb): a model
+    exported before a feature was added takes fewer, and TF Serving rejects unknown inputs."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel.FromString((Path(model_dir) / "saved_model.pb").read_bytes())
+    inputs = set(proto.meta_graphs[0].signature_def[SIGNATURE].inputs)
+    return tuple(name for name in F.RAW_SERVING_FEATURES if name in inputs)
+
+
+def _request(examples: list[dict[str, Any]], inputs: tuple[str, ...]) -> dict[str, Any]:
+    arrays = request_arrays(examples)
+    return {name: arrays[name] for name in inputs}
+
+
+def rest_body(examples: list[dict[str, Any]], inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> dict[str, Any]:
     """A TF Serving REST predict body in row ("instances") format for eval-sample examples."""
-    history = pad_histories([e[F.HISTORY] for e in examples])
+    arrays = _request(examples, inputs)
     return {
         "signature_name": SIGNATURE,
-        "instances": [
-            {F.TITLE: e[F.TITLE], F.IMAGE: e[F.IMAGE], F.HISTORY: history[i].tolist()}
-            for i, e in enumerate(examples)
-        ],
+        "instances": [{name: _plain(values[i]) for name, values in arrays.items()} for i in range(len(examples))],
     }
 
 
-def warmup_records(examples: list[dict[str, Any]], model_name: str,
-                   batch_sizes: tuple[int, ...] = (1,)) -> list[bytes]:
+def _plain(value: Any) -> Any:
+    """A numpy row or scalar as JSON-able Python (object arrays already hold str)."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def warmup_records(examples: list[dict[str, Any]], model_name: str, batch_sizes: tuple[int, ...] = (1,),
+                   inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> list[bytes]:
     """PredictionLogs for TF Serving to replay at load: one batch-1 request per example (the
     latency-critical shape), then one request per larger size in `batch_sizes`, its rows cycled
     from the examples. Each distinct batch shape is one XLA compile of the export, paid here
@@ -41,19 +56,20 @@ def warmup_records(examples: list[dict[str, Any]], model_name: str,
         return []
     batches = [[e] for e in examples] if 1 in batch_sizes else []
     batches += [[examples[i % len(examples)] for i in range(size)] for size in sorted(set(batch_sizes)) if size > 1]
-    return [_prediction_log(rows, model_name) for rows in batches]
+    return [_prediction_log(rows, model_name, inputs) for rows in batches]
 
 
-def _prediction_log(rows: list[dict[str, Any]], model_name: str) -> bytes:
+def _prediction_log(rows: list[dict[str, Any]], model_name: str, inputs: tuple[str, ...]) -> bytes:
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = SIGNATURE
-    request.inputs[F.TITLE].CopyFrom(tf.make_tensor_proto([e[F.TITLE] for e in rows], dtype=tf.string))
-    request.inputs[F.IMAGE].CopyFrom(tf.make_tensor_proto(np.asarray([e[F.IMAGE] for e in rows], dtype=np.float32)))
-    request.inputs[F.HISTORY].CopyFrom(tf.make_tensor_proto(pad_histories([e[F.HISTORY] for e in rows])))
+    for name, values in _request(rows, inputs).items():
+        dtype = tf.as_dtype(F.RAW_SERVING_DTYPES[name])
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(values.tolist() if dtype == tf.string else values,
+                                                           dtype=dtype))
     log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
     return log.SerializeToString()
 

@@ -48,13 +48,10 @@ def convert_raw(saved_model_dir: Path) -> tuple[bytes | None, str | None, dict[s
     return None, None, errors
 
 
-def batch1_inputs(example: dict[str, Any]) -> dict[str, np.ndarray]:
-    history = serving_files.rest_body([example])["instances"][0][F.HISTORY]
-    return {
-        F.TITLE: np.array([example[F.TITLE].encode()], dtype=object),
-        F.IMAGE: np.asarray([example[F.IMAGE]], dtype=np.float32),
-        F.HISTORY: np.asarray([history], dtype=np.int64),
-    }
+def batch1_inputs(example: dict[str, Any], saved_model_dir: Path) -> dict[str, np.ndarray]:
+    """One request of `example` with exactly the inputs the model's raw signature takes."""
+    arrays = serving_files.request_arrays([example])
+    return {name: arrays[name] for name in serving_files.signature_inputs(saved_model_dir)}
 
 
 def latency_ms(call: Callable[[], Any], runs: int = 300, warmup: int = 20) -> dict[str, float]:
@@ -99,7 +96,7 @@ def convert_and_measure(saved_model_dir: Path, out_path: Path, examples: list[di
     SavedModel, for a caller that measures it itself.
     """
     report: dict[str, Any] = {"saved_model_mib": dir_mib(saved_model_dir), "converted": False}
-    inputs = batch1_inputs(examples[0])
+    inputs = batch1_inputs(examples[0], saved_model_dir)
     if time_savedmodel:
         report["saved_model"] = savedmodel_latency(saved_model_dir, inputs, runs)
     report["raw_signature"] = _raw_signature(saved_model_dir, out_path.with_name("raw_signature.tflite"),
@@ -137,14 +134,13 @@ def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[s
         model, loaded = load_keras_model(saved_model_dir, model_cfg)
     except (ImportError, KeyError, ValueError) as err:
         return {"errors": {"rebuild": f"{type(err).__name__}: {err}"}}
-    specs = [tf.TensorSpec([1, model_cfg.title_len], tf.int64, name=F.TITLE_IDS),
-             tf.TensorSpec([1, F.IMAGE_DIM], tf.float32, name=F.IMAGE_Z),
-             tf.TensorSpec([1, model_cfg.history_len], tf.int64, name=F.HISTORY_IDS)]
+    spec = F.transformed_feature_spec(model_cfg)
+    names = [n for n in F.model_input_names(model_cfg) if n in set(model.input_names)]
+    specs = [tf.TensorSpec([1, *spec[n].shape], tf.as_dtype(spec[n].dtype), name=n) for n in names]
 
     @tf.function(input_signature=specs)
-    def core(title_ids, image, history_ids):
-        features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
-        return {OUTPUT: model(features, training=False)}
+    def core(*tensors):
+        return {OUTPUT: model(dict(zip(names, tensors)), training=False)}
 
     # The converter saves the trackable it is given; a bare module with the variables saves
     # quickly, the Keras model would re-trace every layer (slow: see train/export.py and
@@ -160,12 +156,14 @@ def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[s
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_bytes(flatbuffer)
     rng = np.random.default_rng(0)
-    x = {F.TITLE_IDS: _ids(rng, model_cfg.title_len, model.get_layer("title_embedding").input_dim),
-         F.IMAGE_Z: rng.normal(size=(1, F.IMAGE_DIM)).astype(np.float32),
-         F.HISTORY_IDS: _ids(rng, model_cfg.history_len, model.get_layer("history_embedding").input_dim)}
+    x = {name: np.ones((1,), np.int64) for name in F.model_input_names(model_cfg)}    # id 1 of each context
+    x.update({F.TITLE_IDS: _ids(rng, model_cfg.title_len, model.get_layer("title_embedding").input_dim),
+              F.IMAGE_Z: rng.normal(size=(1, F.IMAGE_DIM)).astype(np.float32),
+              F.HISTORY_IDS: _ids(rng, model_cfg.history_len, model.get_layer("item_embedding").input_dim)})
     runner = tflite_runner(flatbuffer)
     reference = loaded.signatures["serving_transformed"]
     tensors = {k: tf.constant(v) for k, v in x.items()}
+    x = {k: v for k, v in x.items() if k in names}
     diff = float(np.abs(np.ravel(runner(**x)[OUTPUT])
                         - np.ravel(reference(**tensors)[OUTPUT])).max())
     return {"mode": "builtins", "path": str(out_path), "tflite_mib": len(flatbuffer) / 2**20,
@@ -187,7 +185,7 @@ def _agreement(saved_model_dir: Path, runner, examples: list[dict[str, Any]]) ->
     fn = tf.saved_model.load(str(saved_model_dir)).signatures[SIGNATURE]
     diffs = []
     for example in examples:
-        inputs = batch1_inputs(example)
+        inputs = batch1_inputs(example, saved_model_dir)
         ref = np.asarray(fn(**{k: tf.constant(v) for k, v in inputs.items()})[OUTPUT]).ravel()
         got = np.asarray(runner(**inputs)[OUTPUT]).ravel()
         diffs.append(float(np.abs(ref - got).max()))

@@ -19,8 +19,6 @@ from components.train import export
 from components.train.input import Split, make_dataset
 from components.train.model import VocabSizes, build_model, scaled_learning_rate
 from pipeline.config import Config
-from pipeline.contracts import features as F
-from pipeline.contracts import signature as S
 from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
@@ -57,13 +55,13 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,
                            compression=t.eval_split.compression, sizes=t.eval_split.sizes)
-    metrics = {**t.train_metrics, **evaluate(predict, eval_ds)}
+    metrics = {**t.train_metrics, **evaluate(predict, eval_ds, config.model)}
     log.info("final metrics: %s", metrics)
     summaries.write_final(metrics, config.train.epochs)
     card = model_card(config, paths, t, metrics)
     if config.train.export:
         export_dir = temp_sibling(paths.model_dir, "export")
-        export.save_module(export.serving_module(serving_model, predict, paths.transform_dir),
+        export.save_module(export.serving_module(serving_model, predict, paths.transform_dir, config.model),
                            export_dir)
         write_json_atomic(export_dir / MODEL_CARD_FILE, card)
         publish_dir(export_dir, paths.model_dir)
@@ -95,13 +93,12 @@ def local_copy(model: keras.Model, config: Config, vocab: VocabSizes) -> keras.M
     return copy
 
 
-def evaluate(predict, dataset: tf.data.Dataset) -> dict[str, float]:
+def evaluate(predict, dataset: tf.data.Dataset, model_cfg) -> dict[str, float]:
     """Eval-split AUC, accuracy and log loss through the function the export serves."""
     auc, acc = keras.metrics.AUC(), keras.metrics.BinaryAccuracy()
     loss = keras.metrics.Mean()
     for features, label in dataset:
-        prob = predict(features[F.TITLE_IDS], features[F.IMAGE_Z],
-                       features[F.HISTORY_IDS])[S.OUTPUT]
+        prob = export.call_transformed(predict, features, model_cfg)
         auc.update_state(label, prob)
         acc.update_state(label, prob)
         loss.update_state(keras.losses.binary_crossentropy(label, prob))

@@ -30,13 +30,28 @@ log = logging.getLogger(__name__)
 
 SERVING_DEFAULT, SERVING_EXAMPLES, REGRESS = S.SERVING_DEFAULT, S.SERVING_EXAMPLES, S.REGRESS
 SERVING_TRANSFORMED, REGRESS_METHOD, OUTPUT = S.SERVING_TRANSFORMED, S.REGRESS_METHOD, S.OUTPUT
-MODEL_INPUTS = (F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS)
-
 RAW_EXAMPLE_SPEC = {
     F.TITLE: tf.io.FixedLenFeature([], tf.string),
     F.IMAGE: tf.io.FixedLenFeature([F.IMAGE_DIM], tf.float32),
     F.HISTORY: tf.io.VarLenFeature(tf.int64),
+    F.ITEM_ID: tf.io.FixedLenFeature([], tf.int64, default_value=0),
+    F.USER_ID: tf.io.FixedLenFeature([], tf.int64, default_value=0),
+    F.PLATFORM: tf.io.FixedLenFeature([], tf.string, default_value=""),
+    F.HOUR: tf.io.FixedLenFeature([], tf.int64, default_value=-1),
 }
+_RAW_SHAPES = {F.TITLE: [None], F.IMAGE: [None, F.IMAGE_DIM], F.HISTORY: [None, None]}
+
+
+def raw_input_signature() -> list[tf.TensorSpec]:
+    """One named TensorSpec per raw serving feature, in the contract's order."""
+    return [tf.TensorSpec(_RAW_SHAPES.get(name, [None]), tf.as_dtype(F.RAW_SERVING_DTYPES[name]), name=name)
+            for name in F.RAW_SERVING_FEATURES]
+
+
+def model_input_signature(model_cfg: ModelConfig) -> list[tf.TensorSpec]:
+    spec = F.transformed_feature_spec(model_cfg)
+    return [tf.TensorSpec([None, *spec[name].shape], tf.as_dtype(spec[name].dtype), name=name)
+            for name in F.model_input_names(model_cfg)]
 
 
 def vocab_sizes(transform_dir: Path, model_cfg: ModelConfig) -> VocabSizes:
@@ -53,7 +68,8 @@ def vocab_sizes(transform_dir: Path, model_cfg: ModelConfig) -> VocabSizes:
         output = tft.TFTransformOutput(str(transform_dir))
         sizes = VocabSizes(
             title=output.vocabulary_size_by_name(title_vocab) + model_cfg.oov_buckets + 1,
-            items=output.vocabulary_size_by_name(item_vocab) + model_cfg.oov_buckets + 1)
+            items=output.vocabulary_size_by_name(item_vocab) + model_cfg.oov_buckets + 1,
+            users=model_cfg.user_buckets + 1)
     except (ImportError, OSError, ValueError, KeyError, tf.errors.OpError) as err:
         log.warning("vocabulary sizes from config bounds %s: %s", fallback, err)
         return fallback
@@ -87,19 +103,24 @@ def transformed_fn(model, model_cfg: ModelConfig):
     batching's allowed_batch_sizes), and TF Serving must run with
     `--xla_cpu_compilation_enabled=true`; `model.serving_xla: false` exports a plain graph.
     """
-    @tf.function(jit_compile=True if model_cfg.serving_xla else None, input_signature=[
-        tf.TensorSpec([None, model_cfg.title_len], tf.int64, name=F.TITLE_IDS),
-        tf.TensorSpec([None, F.IMAGE_DIM], tf.float32, name=F.IMAGE_Z),
-        tf.TensorSpec([None, model_cfg.history_len], tf.int64, name=F.HISTORY_IDS),
-    ])
-    def serve_transformed(title_ids, image, history_ids):
-        features = {F.TITLE_IDS: title_ids, F.IMAGE_Z: image, F.HISTORY_IDS: history_ids}
+    names = F.model_input_names(model_cfg)
+    wanted = set(model.input_names)          # the reference model reads only three of them
+
+    @tf.function(jit_compile=True if model_cfg.serving_xla else None,
+                 input_signature=model_input_signature(model_cfg))
+    def serve_transformed(*tensors):
+        features = {name: t for name, t in zip(names, tensors) if name in wanted}
         return {OUTPUT: model(features, training=False)}
 
     return serve_transformed
 
 
-def serving_module(model, serve_transformed, transform_dir: Path) -> tf.Module:
+def call_transformed(serve_transformed, features: dict, model_cfg: ModelConfig):
+    """The model part's probabilities for a dict of transformed features."""
+    return serve_transformed(*[features[name] for name in F.model_input_names(model_cfg)])[OUTPUT]
+
+
+def serving_module(model, serve_transformed, transform_dir: Path, model_cfg: ModelConfig) -> tf.Module:
     """A tf.Module with the model's variables, the transform graph and the serving signatures.
 
     Saving a tf.Module that holds only the variables (not the Keras model) skips Keras'
@@ -114,23 +135,20 @@ def serving_module(model, serve_transformed, transform_dir: Path) -> tf.Module:
     module.model_variables = list(model.variables)
     module.tft_layer = tft.TFTransformOutput(str(transform_dir)).transform_features_layer()
 
-    def predict_raw(title, image, history: tf.SparseTensor):
-        t = module.tft_layer({F.TITLE: title, F.IMAGE: image, F.HISTORY: history})
-        return serve_transformed(t[F.TITLE_IDS], t[F.IMAGE_Z], t[F.HISTORY_IDS])[OUTPUT]
+    def predict_raw(raw: dict):
+        """Raw features (history as a SparseTensor) -> probabilities, through the transform."""
+        return call_transformed(serve_transformed, module.tft_layer(raw), model_cfg)
 
-    @tf.function(input_signature=[
-        tf.TensorSpec([None], tf.string, name=F.TITLE),
-        tf.TensorSpec([None, F.IMAGE_DIM], tf.float32, name=F.IMAGE),
-        tf.TensorSpec([None, None], tf.int64, name=F.HISTORY),
-    ])
-    def serve_raw(title, image_embedding, history_item_ids):
-        return {OUTPUT: predict_raw(title, image_embedding,
-                                           history_to_sparse(history_item_ids))}
+    @tf.function(input_signature=raw_input_signature())
+    def serve_raw(*tensors):
+        raw = dict(zip(F.RAW_SERVING_FEATURES, tensors))
+        raw[F.HISTORY] = history_to_sparse(raw[F.HISTORY])
+        return {OUTPUT: predict_raw(raw)}
 
     def parse_and_predict(serialized):
         parsed = tf.io.parse_example(serialized, RAW_EXAMPLE_SPEC)
-        history = history_to_sparse(tf.sparse.to_dense(parsed[F.HISTORY]))
-        return predict_raw(parsed[F.TITLE], parsed[F.IMAGE], history)
+        parsed[F.HISTORY] = history_to_sparse(tf.sparse.to_dense(parsed[F.HISTORY]))
+        return predict_raw(parsed)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve_examples(examples):
@@ -154,7 +172,7 @@ def save_module(module: tf.Module, export_dir: Path) -> Path:
 
 
 def export_saved_model(model, transform_dir: Path, export_dir: Path, model_cfg: ModelConfig) -> Path:
-    module = serving_module(model, transformed_fn(model, model_cfg), transform_dir)
+    module = serving_module(model, transformed_fn(model, model_cfg), transform_dir, model_cfg)
     return save_module(module, export_dir)
 
 
@@ -188,15 +206,19 @@ def tf_serving_flags(export_dir: Path) -> list[str]:
     return ["--xla_cpu_compilation_enabled=true"] if xla_compiled_functions(export_dir) else []
 
 
-def raw_example(title: str, image, history) -> bytes:
-    """One serialized raw tf.Example in the serving contract (for warmup and tests)."""
-    feature = {
-        F.TITLE: tf.train.Feature(bytes_list=tf.train.BytesList(value=[title.encode()])),
-        F.IMAGE: tf.train.Feature(float_list=tf.train.FloatList(value=list(image))),
-        F.HISTORY: tf.train.Feature(int64_list=tf.train.Int64List(
-            value=[int(h) for h in history if int(h) != 0])),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+def raw_example(row: dict) -> bytes:
+    """One serialized raw tf.Example of a row holding the raw serving features (warmup, tests)."""
+    def feature(name):
+        value = row[name]
+        if F.RAW_SERVING_DTYPES[name] == "string":
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[str(value).encode()]))
+        if name == F.IMAGE:
+            return tf.train.Feature(float_list=tf.train.FloatList(value=list(value)))
+        ints = [int(v) for v in value if int(v) != 0] if name == F.HISTORY else [int(value)]
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=ints))
+
+    features = {name: feature(name) for name in F.RAW_SERVING_FEATURES}
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 
 def load_keras_model(saved_model_dir: Path, model_cfg):
@@ -204,7 +226,8 @@ def load_keras_model(saved_model_dir: Path, model_cfg):
     loaded = tf.saved_model.load(str(saved_model_dir))
     saved = {v.name: v for v in loaded.model_variables}
     vocab = VocabSizes(title=int(saved["title_embedding/embeddings:0"].shape[0]),
-                       items=int(saved["history_embedding/embeddings:0"].shape[0]))
+                       items=int(saved["item_embedding/embeddings:0"].shape[0]),
+                       users=model_cfg.user_buckets + 1)
     model = build_model(model_cfg, vocab)
     for var in model.variables:
         source = saved.get(var.name)

@@ -39,6 +39,21 @@ class Split:
     compression: str = ""
     sizes: tuple[int, ...] | None = None     # examples per file; None = every file holds some
 
+    def hold_out(self, per_worker: int, workers: int) -> tuple[Split, Split | None]:
+        """(rest, the last `per_worker` x `workers` shards): a validation split carved from the
+        training data (needs the manifest's counts). Both parts start at a multiple of `workers`,
+        so the sharding rule gives each worker the same shards in them as in the full list,
+        which is what stage copied onto its host."""
+        held = per_worker * workers
+        if not per_worker or self.sizes is None or held >= len(self.files):
+            return self, None
+        cut = len(self.files) - held
+        rest, out = self.sizes[:cut], self.sizes[cut:]
+        if not sum(rest) or not sum(out):
+            return self, None
+        return (Split(self.files[:cut], sum(rest), self.compression, rest),
+                Split(self.files[cut:], sum(out), self.compression, out))
+
     @property
     def non_empty(self) -> list[Path]:
         return [f for k, f in enumerate(self.files) if self.sizes is None or self.sizes[k] > 0]
@@ -136,13 +151,16 @@ def make_dataset(
     readers: int = 4,
     compression: str = "",
     sizes: Sequence[int] | None = None,
+    shuffle: bool | None = None,
 ) -> tf.data.Dataset:
     """This worker's batches of (features, label).
 
     training=True shuffles, repeats forever (fit is given steps_per_epoch, so every worker
     runs the same number of steps however uneven its files are) and drops the last partial
-    batch; training=False reads this worker's part exactly once.
+    batch; training=False reads this worker's part exactly once. shuffle=False with training=True
+    repeats in file order: a validation set that is the same examples every epoch.
     """
+    shuffle = training if shuffle is None else shuffle
     files = [str(f) for f in files]
     if not worker_files(files, 1, 0, sizes):
         raise ValueError("no non-empty shard: nothing to read")
@@ -154,7 +172,7 @@ def make_dataset(
         # writes >= workers x readers shards so this is the exception.
         log.warning("%d shard(s) for %d workers: record-level sharding", len(files), num_workers)
     ds = tf.data.Dataset.from_tensor_slices(mine)
-    if training and not record_level:
+    if shuffle and not record_level:
         ds = ds.shuffle(len(mine), seed=seed, reshuffle_each_iteration=True)
     if training:
         ds = ds.repeat()
@@ -168,7 +186,7 @@ def make_dataset(
     )
     if record_level:
         ds = ds.shard(num_workers, worker_index)
-    if training:
+    if shuffle:
         ds = ds.shuffle(SHUFFLE_BUFFER, seed=seed)
     ds = ds.batch(batch_size, drop_remainder=training)
     ds = ds.map(make_parse_fn(model_cfg), num_parallel_calls=tf.data.AUTOTUNE,

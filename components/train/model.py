@@ -1,6 +1,9 @@
-"""The reference multimodal CTR model (tf_keras; Keras 3 `fit` fails under MWMS here).
+"""The CTR models (tf_keras; Keras 3 `fit` fails under MWMS here) and how they are optimized.
 
-Three towers meet in one MLP: the title's token ids and the user's behaviour sequence go
+`model.architecture` picks one: "din" (din.py, the default, target-aware) or "reference", the
+seed's three-tower model below, kept selectable and exported and served the same way.
+
+Reference: three towers meet in one MLP: the title's token ids and the user's behaviour sequence go
 through their own Embedding -> LSTM, the 2048-d image embedding through a small MLP.
 Ids are embedded *inside* the model (not in tf.Transform), so the history LSTM sees exactly
 the reference design's history_len x embedding_dim sequence, and padding id 0 is masked.
@@ -30,16 +33,26 @@ class VocabSizes:
 
     title: int
     items: int
+    users: int = 1
 
     @classmethod
     def from_config(cls, model: ModelConfig) -> VocabSizes:
         """Upper bounds from config: vocab top-k + OOV buckets + the padding id."""
         return cls(title=model.title_vocab_size + model.oov_buckets + 1,
-                   items=model.item_vocab_size + model.oov_buckets + 1)
+                   items=model.item_vocab_size + model.oov_buckets + 1, users=model.user_buckets + 1)
 
 
 def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
-    """Uncompiled model over the transformed features (see pipeline/contracts/features.py)."""
+    """Uncompiled model of `model.architecture` over the transformed features."""
+    if model_cfg.architecture == "din":
+        from components.train.din import build_din
+
+        return build_din(model_cfg, vocab)
+    return build_reference(model_cfg, vocab)
+
+
+def build_reference(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
+    """The seed's three-tower model: it reads title_ids, image and history_ids only."""
     title = keras.Input(shape=(model_cfg.title_len,), dtype=tf.int64, name=F.TITLE_IDS)
     image = keras.Input(shape=(F.IMAGE_DIM,), dtype=tf.float32, name=F.IMAGE_Z)
     history = keras.Input(shape=(model_cfg.history_len,), dtype=tf.int64, name=F.HISTORY_IDS)
@@ -59,7 +72,7 @@ def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
         x = keras.layers.Dense(units, activation="relu", name=f"image_dense_{i}")(x)
 
     h = keras.layers.Embedding(vocab.items, model_cfg.embedding_dim, mask_zero=True,
-                               name="history_embedding")(history)
+                               name="item_embedding")(history)
     h = keras.layers.LSTM(model_cfg.lstm_units, unroll=unroll, name="history_lstm")(h)
 
     z = keras.layers.Concatenate(name="concat")([t, x, h])
@@ -81,9 +94,15 @@ def scaled_learning_rate(train_cfg: TrainConfig, replicas: int) -> float:
 
 
 def compile_model(model: keras.Model, train_cfg: TrainConfig, replicas: int) -> keras.Model:
-    """Adam (lr scaled by replicas, global-norm clipping), BCE loss, AUC + accuracy."""
-    optimizer = keras.optimizers.Adam(learning_rate=scaled_learning_rate(train_cfg, replicas),
-                                      global_clipnorm=train_cfg.clip_norm)
+    """Adam (lr scaled by replicas, global-norm clipping), BCE loss, AUC + accuracy.
+
+    `train.optimizer: lazy_adam` updates an embedding table's moments only on the rows a batch
+    touched (optimizers.py); dense weights get plain Adam either way.
+    """
+    from components.train.optimizers import LazyAdam
+
+    kind = LazyAdam if train_cfg.optimizer == "lazy_adam" else keras.optimizers.Adam
+    optimizer = kind(learning_rate=scaled_learning_rate(train_cfg, replicas), global_clipnorm=train_cfg.clip_norm)
     # tf_keras turns XLA off for optimizers without a GPU ("only benefits on GPU"). Not so for
     # this model on CPU: Adam's update of the embedding tables (dense moment decay over every
     # row, even for sparse gradients) runs several times faster compiled (docs/benchmarks.md);

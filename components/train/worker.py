@@ -84,12 +84,13 @@ def gang_barrier(strategy: tf.distribute.Strategy) -> int:
     return int(strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None).numpy())
 
 
-def _distributed(strategy, split, config: Config, global_batch: int):
-    """Training batches: worker i reads its own files (see input.py), per-replica batch size."""
+def _distributed(strategy, split, config: Config, global_batch: int, shuffle: bool = True):
+    """Repeating batches: worker i reads its own files (see input.py), per-replica batch size.
+    shuffle=False (validation): the same examples in the same order every epoch."""
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return make_dataset(split.files, config.model, ctx.get_per_replica_batch_size(global_batch),
                             num_workers=ctx.num_input_pipelines, worker_index=ctx.input_pipeline_id,
-                            training=True, deterministic=config.train.deterministic,
+                            training=True, shuffle=shuffle, deterministic=config.train.deterministic or not shuffle,
                             seed=config.train.seed, readers=config.train.readers,
                             compression=split.compression, sizes=split.sizes)
     return strategy.distribute_datasets_from_function(dataset_fn)
@@ -105,7 +106,9 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
         Path(ready_file).write_text(str(time.time()))
     data_dir = Path(data_dir or paths.staged_dir)
     train_split, eval_split = _train_split(data_dir, task), _eval_split(data_dir, paths)
-    log.info("data: %d train / %d eval examples", train_split.examples, eval_split.examples)
+    train_split, valid_split = train_split.hold_out(config.train.validation_shards, task.num_workers)
+    log.info("data: %d train / %d validation / %d eval examples", train_split.examples,
+             valid_split.examples if valid_split else 0, eval_split.examples)
     replicas = strategy.num_replicas_in_sync
     global_batch = global_batch_size(config.train, replicas)
     vocab = export.vocab_sizes(paths.transform_dir, config.model)
@@ -113,7 +116,7 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
     log.info("model built: %d parameters", model.count_params())
 
-    fitted, summaries = _fit(strategy, model, config, paths, task, train_split, global_batch)
+    fitted, summaries = _fit(strategy, model, config, paths, task, (train_split, valid_split), global_batch)
     if not task.is_chief:
         # The chief evaluates and exports alone (no collective in it); this worker waits in a
         # last all-reduce so the gang ends together: a worker that just exited looks like a
@@ -128,9 +131,11 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
     return result
 
 
-def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, train_split: Split,
+def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: tuple[Split, Split | None],
          global_batch: int) -> tuple[dict, ScalarSummaries]:
-    """model.fit with backups, progress, throughput and TensorBoard scalars (chief: real dirs)."""
+    """model.fit with backups, progress, throughput and TensorBoard scalars (chief: real dirs);
+    with a validation split, early stopping that restores the epoch of the best validation AUC."""
+    train_split, valid_split = splits
     scratch = None if task.is_chief else Path(tempfile.mkdtemp(prefix=f"train-worker{task.index}-"))
     try:
         meter = ThroughputMeter(global_batch)
@@ -144,6 +149,13 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, train_spl
             keras.callbacks.BackupAndRestore(str(paths.backup_dir), delete_checkpoint=False),
             progress, meter, summaries,
         ]
+        fit_kwargs = {}
+        if valid_split is not None:
+            fit_kwargs = {"validation_data": _distributed(strategy, valid_split, config, global_batch, shuffle=False),
+                          "validation_steps": max(1, valid_split.examples // global_batch)}
+            callbacks.append(keras.callbacks.EarlyStopping(
+                monitor="val_auc", mode="max", patience=config.train.early_stopping_patience,
+                restore_best_weights=True, verbose=1))
         steps = max(1, train_split.examples // global_batch)
         log.info("fit: %d steps/epoch x %d epochs, global batch %d, lr %g", steps,
                  config.train.epochs, global_batch,
@@ -151,14 +163,25 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, train_spl
         started = time.time()
         history = model.fit(_distributed(strategy, train_split, config, global_batch),
                             epochs=config.train.epochs, steps_per_epoch=steps,
-                            callbacks=callbacks, verbose=2)
+                            callbacks=callbacks, verbose=2, **fit_kwargs)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     initial = progress.initial_epoch if progress.initial_epoch is not None else config.train.epochs
-    return {"train_metrics": {f"train_{k}": float(v[-1]) for k, v in history.history.items() if v},
+    return {"train_metrics": _fit_metrics(history.history),
             "initial_epoch": initial, "examples_per_s": meter.examples_per_s,
             "train_seconds": time.time() - started}, summaries
+
+
+def _fit_metrics(history: dict[str, list[float]]) -> dict[str, float]:
+    """The last epoch's training metrics, and the best epoch's validation ones (restored)."""
+    out = {f"train_{k}": float(v[-1]) for k, v in history.items() if v and not k.startswith("val_")}
+    if history.get("val_auc"):
+        best = int(max(range(len(history["val_auc"])), key=history["val_auc"].__getitem__))
+        out.update({k: float(v[best]) for k, v in history.items() if k.startswith("val_") and v})
+        out["best_epoch"] = float(best + 1)
+        out["epochs_run"] = float(len(history["val_auc"]))
+    return out
 
 
 def _train_split(data_dir: Path, task: Task) -> Split:

@@ -36,10 +36,18 @@ ITEM_COLUMNS = (ITEM_ID, TITLE, CATEGORY, PRICE, IMAGE)
 TITLE_IDS = "title_ids"        # int64[title_len], 0 = padding
 IMAGE_Z = "image"              # float32[2048], z-scored
 HISTORY_IDS = "history_ids"    # int64[history_len], 0 = padding, most recent last
+TARGET_ID = "target_id"        # int64: the shown item in the history's id space (shared embedding)
+USER_BUCKET = "user_bucket"    # int64: hashed user id, 1..model.user_buckets
+PLATFORM_ID = "platform_id"    # int64: 1 + index in PLATFORMS, 0 = unknown
+HOUR_ID = "hour_id"            # int64: 1 + hour of day, 0 = unknown
 LABEL_KEY = "label"            # int64 0/1
 
-# Raw features the serving signature takes (one request = one impression).
-RAW_SERVING_FEATURES = (TITLE, IMAGE, HISTORY)
+# Raw features the serving signature takes (one request = one impression), and their dtypes.
+RAW_SERVING_FEATURES = (TITLE, IMAGE, HISTORY, ITEM_ID, USER_ID, PLATFORM, HOUR)
+RAW_SERVING_DTYPES = {TITLE: "string", IMAGE: "float32", HISTORY: "int64", ITEM_ID: "int64",
+                      USER_ID: "int64", PLATFORM: "string", HOUR: "int64"}
+# The event-level raw features besides the history (one value per impression).
+EVENT_CONTEXT = (ITEM_ID, USER_ID, PLATFORM, HOUR)
 # Columns kept beside predictions for slicing in evaluation.
 SLICE_COLUMNS = (CATEGORY, PLATFORM)
 
@@ -61,8 +69,17 @@ def transformed_feature_spec(model) -> dict[str, FeatureShape]:
         TITLE_IDS: FeatureShape((model.title_len,), "int64"),
         IMAGE_Z: FeatureShape((IMAGE_DIM,), "float32"),
         HISTORY_IDS: FeatureShape((model.history_len,), "int64"),
+        TARGET_ID: FeatureShape((), "int64"),
+        USER_BUCKET: FeatureShape((), "int64"),
+        PLATFORM_ID: FeatureShape((), "int64"),
+        HOUR_ID: FeatureShape((), "int64"),
         LABEL_KEY: FeatureShape((), "int64"),
     }
+
+
+def model_input_names(model) -> tuple[str, ...]:
+    """Every transformed feature but the label, in spec order: what the model part is fed."""
+    return tuple(name for name in transformed_feature_spec(model) if name != LABEL_KEY)
 
 
 # Vocabulary files in the tf.Transform output: the export sizes its embedding tables from them.

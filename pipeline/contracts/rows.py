@@ -159,6 +159,7 @@ class CheckedEvents:
     hist_offsets: np.ndarray     # int64 [n + 1]
     hist_values: np.ndarray      # int64
     truncated: np.ndarray        # bool [n]
+    table: pa.Table              # the normalized table, for the columns the rules do not read
 
 
 def check_events(table: pa.Table, catalog: Catalog) -> CheckedEvents:
@@ -177,4 +178,4 @@ def check_events(table: pa.Table, catalog: Catalog) -> CheckedEvents:
     hist = pc.fill_null(flat, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     offsets, hist, truncated = keep_recent(offsets, hist, F.MAX_HISTORY)
     return CheckedEvents(np.asarray(event_ids.to_pylist(), dtype=object), items, labels, reasons,
-                         offsets, hist, truncated)
+                         offsets, hist, truncated, table)

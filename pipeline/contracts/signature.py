@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.contracts import features as F
+
 SERVING_DEFAULT = "serving_default"        # raw features -> probability (TF Serving's default)
 SERVING_EXAMPLES = "serving_examples"      # serialized raw tf.Example -> probability
 REGRESS = "regress"                        # TF Serving's Regress API
@@ -23,4 +25,19 @@ def pad_histories(histories) -> np.ndarray:
     out = np.zeros((len(histories), width), dtype=np.int64)
     for i, h in enumerate(histories):
         out[i, : len(h)] = h
+    return out
+
+
+def request_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
+    """Rows holding the raw serving features -> one request's arrays, in the signature's dtypes
+    (history right-padded): the same request whether scored, sent as REST or replayed as warmup."""
+    out: dict[str, np.ndarray] = {}
+    for name in F.RAW_SERVING_FEATURES:
+        values = [r[name] for r in rows]
+        if name == F.HISTORY:
+            out[name] = pad_histories(values)
+        elif F.RAW_SERVING_DTYPES[name] == "string":
+            out[name] = np.array([str(v) for v in values], dtype=object)
+        else:
+            out[name] = np.asarray(values, dtype=F.RAW_SERVING_DTYPES[name])
     return out

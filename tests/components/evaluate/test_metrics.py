@@ -82,3 +82,35 @@ def test_gate_checks_every_configured_threshold():
     assert not v.blessed and len(v.reasons) == 2
     assert any("max_log_loss" in r for r in v.reasons) and any("served version 4" in r for r in v.reasons)
     assert not gate.decide(cfg, _m(0.7, bad=3), _m(0.7), 4).blessed
+
+
+def test_gate_does_not_flag_a_drop_the_paired_bootstrap_cannot_tell_from_noise():
+    """The demo's case: 0.627 vs 0.641, paired interval of the difference [-0.037, +0.008]."""
+    cfg = EvalConfig(min_auc=0.55, max_auc_drop=0.01)
+    noise = {"low": -0.037, "high": 0.008}
+    v = gate.decide(cfg, _m(0.627), _m(0.641), 1, noise)
+    assert v.blessed and any("indistinguishable" in p for p in v.passed)
+    real = {"low": -0.05, "high": -0.012}        # worse with 95 % confidence
+    v = gate.decide(cfg, _m(0.627), _m(0.641), 1, real)
+    assert not v.blessed and "served version 1" in v.reasons[0]
+    strict = EvalConfig(min_auc=0.55, max_auc_drop=0.01, drop_needs_significance=False)
+    assert not gate.decide(strict, _m(0.627), _m(0.641), 1, noise).blessed
+    # Absolute thresholds stay absolute: a chance-level candidate fails whatever the interval.
+    assert not gate.decide(cfg, _m(0.50), _m(0.51), 1, {"low": -0.03, "high": 0.01}).blessed
+
+
+def test_a_paired_bootstrap_separates_noise_from_a_real_drop():
+    """End to end on arrays: a rescored copy of the same model is noise; a model that lost its
+    signal on half the users is a real drop the gate refuses."""
+    rng = np.random.default_rng(4)
+    users = rng.integers(0, 400, 6000)
+    taste = rng.normal(size=400)[users]
+    label = (rng.random(6000) < 1 / (1 + np.exp(-(taste * 1.5 - 2)))).astype(np.int64)
+    served = 1 / (1 + np.exp(-(taste * 1.5 - 2 + rng.normal(0, 0.8, 6000))))
+    same = 1 / (1 + np.exp(-(taste * 1.5 - 2 + rng.normal(0, 0.8, 6000))))
+    broken = np.where(users % 2 == 0, rng.random(6000), same)
+    cfg = EvalConfig(min_auc=0.55, max_auc_drop=0.0)
+    for candidate, blessed in ((same, True), (broken, False)):
+        diff = metrics.user_bootstrap(label, users, candidate, served, samples=200, seed=0)["auc_diff"]
+        cand, base = metrics.binary_metrics(label, candidate), metrics.binary_metrics(label, served)
+        assert gate.decide(cfg, cand, base, 1, diff).blessed is blessed

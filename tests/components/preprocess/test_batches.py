@@ -36,6 +36,9 @@ def _events_table() -> pa.Table:
         F.ITEM_ID: pa.array([1, 2, 99, 1, 1, 1], pa.int64()),
         F.HISTORY: pa.array([list(range(1, 61)), [3], [], None, [1], [1, 0, 2]], pa.list_(pa.int64())),
         F.LABEL: pa.array([1, 0, 1, None, 0, 0], pa.int64()),
+        F.USER_ID: pa.array([7, 8, 9, 10, None, 12], pa.int64()),
+        F.PLATFORM: pa.array(["web", "ios", None, "android", "web", "tv"]),
+        F.HOUR: pa.array([0, 23, 5, 6, 7, None], pa.int32()),
     })
 
 
@@ -58,6 +61,8 @@ def test_slices_and_analysis_rows_keep_lists_aligned():
     part = batch.slice(1, 3)
     assert part.event_ids.tolist() == ["e1", "e5"] and part.item_ids.tolist() == [2, 1]
     assert part.hist_offsets.tolist() == [0, 1, 4] and part.hist_values.tolist() == [3, 1, 0, 2]
+    assert part.user_ids.tolist() == [8, 12] and part.platforms.tolist() == [b"ios", b"tv"]
+    assert part.hours.tolist() == [23, -1]                    # null hour: -1, the transform maps it to 0
     good, _, _ = B.validate_items(_items_table())
     analysis = B.item_analysis_batch(good, np.array([4.0], dtype=np.float32))
     assert analysis.num_rows == 1 and analysis.column("impressions").to_pylist() == [[4.0]]

@@ -17,6 +17,9 @@ WEIGHTS = np.array([3.0, 1.0, 2.0], dtype=np.float32)
 HISTORIES = [[5, 0, 7], [], [9, 7, 5, 9, 9]]
 LABELS = [1, 0, 0]
 ITEMS = [5, 7, 9]
+USERS = [11, 12, 11]
+PLATFORMS = [b"ios", b" Web ", b"tv"]      # an unknown platform maps to 0
+HOURS = [0, 23, 24]                         # an out-of-range hour maps to 0
 
 
 def _images() -> np.ndarray:
@@ -40,7 +43,8 @@ def analyzed(tmp_path_factory):
     root = tmp_path_factory.mktemp("tft")
     images = _images()
     rows = [{F.TITLE: TITLES[i], F.IMAGE: images[i], F.HISTORY: np.array(HISTORIES[i], np.int64),
-             F.LABEL: LABELS[i], F.ITEM_ID: ITEMS[i], IMPRESSIONS: WEIGHTS[i]} for i in range(3)]
+             F.LABEL: LABELS[i], F.ITEM_ID: ITEMS[i], F.USER_ID: USERS[i], F.PLATFORM: PLATFORMS[i],
+             F.HOUR: HOURS[i], IMPRESSIONS: WEIGHTS[i]} for i in range(3)]
     metadata = dataset_metadata.DatasetMetadata.from_feature_spec(RAW_FEATURE_SPEC)
     with beam.Pipeline(options=PipelineOptions([f"--runner={FN_API_RUNNER}"])) as p:
         with tft_beam.Context(temp_dir=str(root / "tmp")):
@@ -69,7 +73,14 @@ def test_preprocessing_fn_on_three_rows(analyzed):
     assert got[(2, 1, 2, 3)][F.HISTORY_IDS].tolist() == [1, 3, 0]
     assert got[(4, 1, 0, 0)][F.HISTORY_IDS].tolist() == [0, 0, 0]
     assert got[(4, 4, 0, 0)][F.HISTORY_IDS].tolist() == [1, 2, 2]
-    assert [int(got[t][F.LABEL_KEY]) for t in [(2, 1, 2, 3), (4, 1, 0, 0), (4, 4, 0, 0)]] == LABELS
+    order = [(2, 1, 2, 3), (4, 1, 0, 0), (4, 4, 0, 0)]
+    assert [int(got[t][F.LABEL_KEY]) for t in order] == LABELS
+    # The shown item in the history's id space: 5 -> 1, 7 -> OOV 3, 9 -> 2.
+    assert [int(got[t][F.TARGET_ID]) for t in order] == [1, 3, 2]
+    assert [int(got[t][F.PLATFORM_ID]) for t in order] == [1, 3, 0]     # ios, web (trimmed, lowercased), tv
+    assert [int(got[t][F.HOUR_ID]) for t in order] == [1, 24, 0]
+    users = [int(got[t][F.USER_BUCKET]) for t in order]
+    assert users[0] == users[2] != users[1] and all(1 <= u <= MODEL.user_buckets for u in users)
 
     images, w = _images().astype(np.float64), WEIGHTS[:, None].astype(np.float64)
     mean = (w * images).sum(0) / w.sum()
@@ -94,7 +105,7 @@ def test_partial_feeding_serving_items_and_events(analyzed):
     import tensorflow_transform as tft
 
     from components.preprocess.steps import _loader
-    from components.preprocess.transform import EVENT_INPUTS, ITEM_INPUTS
+    from components.preprocess.transform import EVENT_INPUTS, EVENT_OUTPUTS, ITEM_INPUTS
 
     transform_dir, rows = analyzed
     output = tft.TFTransformOutput(transform_dir)
@@ -103,13 +114,16 @@ def test_partial_feeding_serving_items_and_events(analyzed):
     history = tf.ragged.constant(HISTORIES, dtype=tf.int64).to_sparse()
     labels = tf.constant(LABELS, dtype=tf.int64)
 
-    serving = output.transform_raw_features({F.TITLE: titles, F.IMAGE: images, F.HISTORY: history},
+    context = {F.ITEM_ID: tf.constant(ITEMS, tf.int64), F.USER_ID: tf.constant(USERS, tf.int64),
+               F.PLATFORM: tf.constant(PLATFORMS), F.HOUR: tf.constant(HOURS, tf.int64)}
+    serving = output.transform_raw_features({F.TITLE: titles, F.IMAGE: images, F.HISTORY: history, **context},
                                             drop_unused_features=True)
-    assert set(serving) == {F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS}
+    assert set(serving) == set(F.model_input_names(MODEL))
     items = output.transform_raw_features({F.TITLE: titles, F.IMAGE: images}, drop_unused_features=True)
     assert set(items) == {F.TITLE_IDS, F.IMAGE_Z}
-    events = output.transform_raw_features({F.HISTORY: history, F.LABEL: labels}, drop_unused_features=True)
-    assert set(events) == {F.HISTORY_IDS, F.LABEL_KEY}
+    events = output.transform_raw_features({F.HISTORY: history, F.LABEL: labels, **context},
+                                           drop_unused_features=True)
+    assert set(events) == set(EVENT_OUTPUTS)
 
     by_title = {tuple(r[F.TITLE_IDS].tolist()): r for r in rows}
     for i, title_ids in enumerate(serving[F.TITLE_IDS].numpy()):
@@ -117,13 +131,14 @@ def test_partial_feeding_serving_items_and_events(analyzed):
         np.testing.assert_allclose(serving[F.IMAGE_Z].numpy()[i], full[F.IMAGE_Z], rtol=1e-6)
         assert serving[F.HISTORY_IDS].numpy()[i].tolist() == full[F.HISTORY_IDS].tolist()
         assert events[F.HISTORY_IDS].numpy()[i].tolist() == full[F.HISTORY_IDS].tolist()
-        assert int(events[F.LABEL_KEY].numpy()[i]) == int(full[F.LABEL_KEY])
+        for name in EVENT_OUTPUTS[1:]:
+            assert int(events[name].numpy()[i]) == int(full[name]) == int(serving.get(name, events[name]).numpy()[i])
 
     # The finalized loaders the pipeline uses give the same answers as the public API.
     item_loader = _loader(transform_dir, ITEM_INPUTS, (F.TITLE_IDS, F.IMAGE_Z))
-    event_loader = _loader(transform_dir, EVENT_INPUTS, (F.HISTORY_IDS, F.LABEL_KEY))
+    event_loader = _loader(transform_dir, EVENT_INPUTS, EVENT_OUTPUTS)
     fast_items = item_loader.apply_transform_model({F.TITLE: titles, F.IMAGE: images})
-    fast_events = event_loader.apply_transform_model({F.HISTORY: history, F.LABEL: labels})
+    fast_events = event_loader.apply_transform_model({F.HISTORY: history, F.LABEL: labels, **context})
     np.testing.assert_array_equal(fast_items[F.TITLE_IDS].numpy(), items[F.TITLE_IDS].numpy())
     np.testing.assert_allclose(fast_items[F.IMAGE_Z].numpy(), items[F.IMAGE_Z].numpy(), rtol=1e-6)
     np.testing.assert_array_equal(fast_events[F.HISTORY_IDS].numpy(), events[F.HISTORY_IDS].numpy())

@@ -134,8 +134,8 @@ def test_warmup_covers_each_configured_batch_shape(tmp_path):
 
     from components.push.serving_files import warmup_records, write_warmup
 
-    examples = [{"title": f"item {i}", "image_embedding": [float(i)] * 2048, "history_item_ids": [i + 1] * (i + 1)}
-                for i in range(3)]
+    examples = [{"title": f"item {i}", "image_embedding": [float(i)] * 2048, "history_item_ids": [i + 1] * (i + 1),
+                 "item_id": i + 1, "user_id": 7, "platform": "web", "hour_of_day": 12} for i in range(3)]
     path = tmp_path / "assets.extra" / "tf_serving_warmup_requests"
     write_warmup(path, warmup_records(examples, "recommender", (16, 1, 4)))
     shapes = [tuple(tf.make_ndarray(log.predict_log.request.inputs["history_item_ids"]).shape)
@@ -144,3 +144,7 @@ def test_warmup_covers_each_configured_batch_shape(tmp_path):
     titles = tf.make_ndarray(read_warmup(path)[-1].predict_log.request.inputs["title"])
     assert [t.decode() for t in titles[:4]] == ["item 0", "item 1", "item 2", "item 0"]
     assert len(warmup_records(examples, "recommender", (8,))) == 1      # no batch-1 requests asked for
+    request = read_warmup(path)[0].predict_log.request
+    assert set(request.inputs) == {"title", "image_embedding", "history_item_ids", "item_id", "user_id",
+                                   "platform", "hour_of_day"}
+    assert tf.make_ndarray(request.inputs["hour_of_day"]).dtype == np.int64

@@ -8,25 +8,31 @@ from components.push import tflite
 from components.train import load_keras_model
 from pipeline.config import ModelConfig
 
-TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, image_units=(8,), hidden_units=8)
+TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, image_units=(8,), hidden_units=8,
+                   architecture="reference", user_buckets=10)
+DIN = ModelConfig(title_len=6, history_len=8, embedding_dim=4, image_units=(8,), hidden_units=8, user_buckets=10,
+                  attention_units=4)
 
 
-@pytest.fixture(scope="module")
-def core_export(tmp_path_factory):
-    """The real architecture (masked LSTMs) saved the way the training export saves it:
-    a tf.Module holding the Keras model's variables and the export's own `serving_transformed`
-    function (XLA-compiled, dynamic batch)."""
+def _export(root, cfg):
+    """The model saved the way the training export saves it: a tf.Module holding the Keras
+    model's variables and the export's own `serving_transformed` function (XLA, dynamic batch)."""
     import tensorflow as tf
 
     from components.train.export import transformed_fn
     from components.train.model import VocabSizes, build_model
 
-    model = build_model(TINY, VocabSizes(title=30, items=40))
+    model = build_model(cfg, VocabSizes(title=30, items=40, users=11))
     module = tf.Module()
     module.model_variables = list(model.variables)
-    out = tmp_path_factory.mktemp("core") / "model"
-    tf.saved_model.save(module, str(out), signatures={"serving_transformed": transformed_fn(model, TINY)})
-    return out
+    tf.saved_model.save(module, str(root), signatures={"serving_transformed": transformed_fn(model, cfg)})
+    return root
+
+
+@pytest.fixture(scope="module")
+def core_export(tmp_path_factory):
+    """The reference architecture (masked LSTMs) as the training export saves it."""
+    return _export(tmp_path_factory.mktemp("core") / "model", TINY)
 
 
 def test_dynamic_batch_core_needs_tensorlists_so_builtins_refuse_it(core_export):
@@ -45,6 +51,12 @@ def test_batch1_core_converts_with_builtins_and_agrees(core_export, tmp_path):
     assert report["mode"] == "builtins" and (tmp_path / "model.tflite").stat().st_size > 0
     assert report["max_abs_diff_vs_savedmodel"] < 1e-5
     assert report["tflite"]["p50_ms"] > 0 and np.isfinite(report["savedmodel_transformed"]["p50_ms"])
+
+
+def test_the_default_target_aware_model_converts_with_builtins_too(tmp_path):
+    report = tflite._core(_export(tmp_path / "din", DIN), tmp_path / "din.tflite", DIN, runs=20)
+    assert report.get("mode") == "builtins", report
+    assert report["max_abs_diff_vs_savedmodel"] < 1e-5
 
 
 def test_rebuild_refuses_a_mismatched_model_config(core_export):

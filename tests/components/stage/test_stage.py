@@ -40,14 +40,14 @@ def test_stage_all_workers_then_rerun_is_a_verified_noop(config, source):
     result = run(config, paths)
     manifest = M.read(paths.examples_dir)
     total = sum(s["bytes"] for split in manifest["splits"].values() for s in split["shards"])
-    assert result.staged_dir == str(paths.staged_dir) and result.bytes == total and result.num_shards == 12
+    assert result.staged_dir == str(paths.staged_dir) and result.bytes == total and result.num_shards == 20
     assert verify_staged(paths.staged_dir) == []
     workers = config.train.workers
     per_worker = [shard_files(paths.staged_dir, "train", w) for w in range(workers)]
     assert sorted(p for files in per_worker for p in files) == sorted(shard_files(paths.staged_dir, "train"))
     assert all(p.exists() for files in per_worker for p in files)
     mtime = paths.staged_dir.stat().st_mtime_ns
-    assert run(config, paths).num_shards == 12 and paths.staged_dir.stat().st_mtime_ns == mtime
+    assert run(config, paths).num_shards == 20 and paths.staged_dir.stat().st_mtime_ns == mtime
     assert not [p for p in paths.staged_dir.parent.iterdir() if p.name.startswith(".")]
 
 

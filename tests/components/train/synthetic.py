@@ -15,12 +15,16 @@ from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 
 
-def _example(title, image, history, label) -> bytes:
+def _example(title, image, history, label, context=(1, 1, 1, 1)) -> bytes:
+    """A transformed example; `context` = (target_id, user_bucket, platform_id, hour_id)."""
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
     feature = {
-        F.TITLE_IDS: tf.train.Feature(int64_list=tf.train.Int64List(value=title)),
+        F.TITLE_IDS: ints(title),
         F.IMAGE_Z: tf.train.Feature(float_list=tf.train.FloatList(value=image)),
-        F.HISTORY_IDS: tf.train.Feature(int64_list=tf.train.Int64List(value=history)),
-        F.LABEL_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+        F.HISTORY_IDS: ints(history),
+        **{name: ints([int(v)]) for name, v in zip((F.TARGET_ID, F.USER_BUCKET, F.PLATFORM_ID, F.HOUR_ID), context)},
+        F.LABEL_KEY: ints([label]),
     }
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
@@ -48,8 +52,11 @@ def write_split(out_dir: Path, n: int, model: ModelConfig, num_shards: int, seed
     title, image, history, label = make_rows(n, model, title_vocab, item_vocab, seed)
     writers = [tf.io.TFRecordWriter(str(out_dir / f"part-{k:05d}-of-{num_shards:05d}.tfrecord"))
                for k in range(num_shards)]
+    rng = np.random.default_rng(seed + 1)
+    context = np.stack([rng.integers(1, item_vocab, n), rng.integers(1, 20, n), rng.integers(1, 4, n),
+                        rng.integers(1, 25, n)], axis=1)
     for i in range(n):
-        writers[i % num_shards].write(_example(title[i], image[i], history[i], int(label[i])))
+        writers[i % num_shards].write(_example(title[i], image[i], history[i], int(label[i]), context[i]))
     for w in writers:
         w.close()
     return n

@@ -135,26 +135,22 @@ def test_raw_export_matches_transform_then_model(scenario, train_config):
     """Training/serving skew check: raw features through the exported graph vs Beam's output."""
     paths, eval_raw, _ = scenario
     loaded = tf.saved_model.load(str(paths.model_dir))
-    titles = tf.constant([r[F.TITLE] for r in eval_raw])
-    images = tf.constant(np.stack([r[F.IMAGE] for r in eval_raw]))
+    raw = {name: tf.constant(np.stack([r[name] for r in eval_raw]) if name == F.IMAGE else [r[name] for r in eval_raw],
+                             dtype=F.RAW_SERVING_DTYPES[name]) for name in F.RAW_SERVING_FEATURES if name != F.HISTORY}
     histories = [r[F.HISTORY] for r in eval_raw]
     serve = loaded.signatures[export.SERVING_DEFAULT]
-    raw_right = serve(title=titles, image_embedding=images,
-                      history_item_ids=tf.constant(_padded(histories, left=False)))["probability"]
-    raw_left = serve(title=titles, image_embedding=images,
-                     history_item_ids=tf.constant(_padded(histories, left=True)))["probability"]
+    raw_right = serve(**raw, history_item_ids=tf.constant(_padded(histories, left=False)))["probability"]
+    raw_left = serve(**raw, history_item_ids=tf.constant(_padded(histories, left=True)))["probability"]
 
     beam = read_in_raw_order(paths.staged_dir / "eval", train_config.model)
     bare = loaded.signatures[export.SERVING_TRANSFORMED](
-        title_ids=tf.constant(beam[F.TITLE_IDS]), image=tf.constant(beam[F.IMAGE_Z]),
-        history_ids=tf.constant(beam[F.HISTORY_IDS]))["probability"]
+        **{name: tf.constant(beam[name]) for name in F.model_input_names(train_config.model)})["probability"]
     np.testing.assert_allclose(raw_right.numpy(), bare.numpy(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(raw_left.numpy(), raw_right.numpy(), atol=1e-6, rtol=0)
     assert raw_right.shape == (len(eval_raw), 1)
     assert np.std(raw_right.numpy()) > 0.05                     # not a constant model
 
-    serialized = tf.constant([export.raw_example(r[F.TITLE], r[F.IMAGE], r[F.HISTORY])
-                              for r in eval_raw[:20]])
+    serialized = tf.constant([export.raw_example(r) for r in eval_raw[:20]])
     by_example = loaded.signatures[export.SERVING_EXAMPLES](examples=serialized)["probability"]
     regress = loaded.signatures[export.REGRESS](inputs=serialized)["outputs"]
     np.testing.assert_allclose(by_example.numpy(), raw_right.numpy()[:20], atol=1e-6)
@@ -167,7 +163,7 @@ def test_signatures_for_tf_serving(scenario):
     proto = saved_model_pb2.SavedModel()
     proto.ParseFromString((scenario[0].model_dir / "saved_model.pb").read_bytes())
     sigs = proto.meta_graphs[0].signature_def
-    assert set(sigs["serving_default"].inputs) == {F.TITLE, F.IMAGE, F.HISTORY}
+    assert set(sigs["serving_default"].inputs) == set(F.RAW_SERVING_FEATURES)
     assert set(sigs["serving_default"].outputs) == {"probability"}
     assert set(sigs[export.SERVING_EXAMPLES].inputs) == {"examples"}
     assert sigs[export.REGRESS].method_name == "tensorflow/serving/regress"

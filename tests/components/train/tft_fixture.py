@@ -36,7 +36,9 @@ def raw_rows(n: int, seed: int, items: int = 60) -> list[dict]:
         history = [int(h) for h in rng.integers(1, items, size=rng.integers(0, 12))]
         rows.append({F.TITLE: " ".join(words).title() + "!", F.IMAGE: image,
                      F.HISTORY: history, F.LABEL: label,
-                     F.ITEM_ID: int(rng.integers(1, items)), "impressions": 1.0})
+                     F.ITEM_ID: int(rng.integers(1, items)), F.USER_ID: int(rng.integers(1, 500)),
+                     F.PLATFORM: str(rng.choice([*F.PLATFORMS, "tv"])), F.HOUR: int(rng.integers(0, 24)),
+                     "impressions": 1.0})
     return rows
 
 
@@ -44,12 +46,9 @@ def _example(row: dict, model_cfg: ModelConfig) -> bytes:
     """A transformed row as the tf.Example the preprocess stage writes."""
     def ints(v):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(v).reshape(-1)))
-    feature = {
-        F.TITLE_IDS: ints(row[F.TITLE_IDS]),
-        F.IMAGE_Z: tf.train.Feature(float_list=tf.train.FloatList(value=row[F.IMAGE_Z])),
-        F.HISTORY_IDS: ints(row[F.HISTORY_IDS]),
-        F.LABEL_KEY: ints([row[F.LABEL_KEY]]),
-    }
+    feature = {name: ints(row[name]) for name in (*F.model_input_names(model_cfg), F.LABEL_KEY)
+               if name != F.IMAGE_Z}
+    feature[F.IMAGE_Z] = tf.train.Feature(float_list=tf.train.FloatList(value=row[F.IMAGE_Z]))
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 

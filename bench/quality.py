@@ -1,0 +1,108 @@
+"""`python -m bench quality`: the served model's quality against strong simple baselines.
+
+For two sizes of generated data (the demo's, and 4 days x 50k events) it runs the real stages
+(validate, preprocess, stage, 2-worker training, evaluation through the raw serving signature)
+and computes the baselines of bench/baselines.py on the same raw split, plus the generator's
+ceiling (a logistic regression on the true hidden factors). lift_fraction = (AUC - 0.5) /
+(ceiling - 0.5): the share of the learnable signal the model captures. On the large set the
+seed's architecture (`model.architecture: reference`) is trained too, in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from bench.baselines import baselines
+from bench.common import write_result
+from pipeline.config import load_config
+from pipeline.paths import RunPaths
+
+log = logging.getLogger("bench.quality")
+START = dt.date(2026, 11, 1)
+SIZES = {"demo": {"generator.events_per_day": 4000}, "large": {"generator.events_per_day": 50_000}}
+
+
+def _config(work: Path, size: dict, **extra):
+    return load_config(env={}, overrides={
+        "data.raw_root": str(work / "raw"), "data.artifact_root": str(work / "artifacts"),
+        "data.staging_root": str(work / "ssd"), "data.serving_base": str(work / "serving"), **size, **extra})
+
+
+def _train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
+    from components import evaluate, stage, train
+
+    stage.run(config, paths)
+    started = time.monotonic()
+    result = train.run(config, paths)
+    seconds = time.monotonic() - started
+    evaluate.run(config, paths)
+    metrics = json.loads((paths.eval_dir / "metrics.json").read_text())["candidate"]
+    return {"auc": metrics["auc"], "log_loss": metrics["log_loss"], "train_s": seconds,
+            "examples_per_s": result.examples_per_s, "best_epoch": result.metrics.get("best_epoch", 0.0)}
+
+
+def run_size(work: Path, name: str, size: dict, reference: bool) -> dict[str, float]:
+    from components import preprocess, validate
+    from pipeline.datagen import generate
+
+    config = _config(work, size)
+    g = config.generator
+    report = generate(config.data.raw_root, START, config.window.train_days + 1, users=g.users, items=g.items,
+                      events_per_day=g.events_per_day, ctr=g.ctr, seed=g.seed)
+    paths = RunPaths.for_run(config, START + dt.timedelta(days=config.window.train_days), f"quality-{name}")
+    validate.run(config, paths)
+    preprocess.run(config, paths)
+    model = _train_and_evaluate(config, paths)
+    base = baselines(paths)
+    best = max(base, key=lambda k: base[k]["auc"])
+    ceiling = report.ceiling_auc
+    figures = {f"auc_model_{name}": model["auc"], f"logloss_model_{name}": model["log_loss"],
+               f"auc_best_baseline_{name}": base[best]["auc"], f"best_baseline_{name}": best,
+               f"logloss_constant_{name}": base["constant"]["log_loss"], f"ceiling_auc_{name}": ceiling,
+               f"lift_fraction_{name}": (model["auc"] - 0.5) / (ceiling - 0.5),
+               f"train_s_{name}": model["train_s"], f"best_epoch_{name}": model["best_epoch"],
+               f"auc_over_best_baseline_{name}": model["auc"] - base[best]["auc"]}
+    figures.update({f"auc_{k}_{name}": v["auc"] for k, v in base.items()})
+    figures.update({f"logloss_{k}_{name}": v["log_loss"] for k, v in base.items()})
+    if reference:
+        ref_config = _config(work, size, **{"model.architecture": "reference"})
+        ref_paths = RunPaths.for_run(ref_config, paths.run_date, f"quality-{name}-reference")
+        for sub in ("transform", "examples"):       # same preprocess output: only the model differs
+            (ref_paths.run_dir / sub).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(paths.run_dir / sub, ref_paths.run_dir / sub)
+        ref = _train_and_evaluate(ref_config, ref_paths)
+        figures.update({f"auc_reference_arch_{name}": ref["auc"], f"logloss_reference_arch_{name}": ref["log_loss"],
+                        f"train_s_reference_arch_{name}": ref["train_s"]})
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.quality")
+    parser.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
+    args = parser.parse_args(argv or [])
+    figures: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+        for name in args.sizes:
+            figures.update(run_size(Path(tmp) / name, name, SIZES[name], reference=name == "large"))
+    figures["goal_large"] = "AUC >= 0.78 and >= best baseline + 0.04"
+    figures["goal_demo"] = "AUC >= best baseline + 0.01 and log loss below the constant's"
+    write_result("quality", figures)
+    return figures
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    status = 0
+    try:
+        main()
+    except Exception:  # noqa: BLE001 - reported, then the exit below (a tf.Transform process crashes at exit)
+        log.exception("quality benchmark failed")
+        status = 1
+    logging.shutdown()
+    os._exit(status)

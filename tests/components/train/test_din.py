@@ -1,0 +1,56 @@
+"""The target-aware default model: one item table, attention that ignores padding, optional users."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.train.export import call_transformed, transformed_fn
+from components.train.model import VocabSizes, build_model
+from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
+from tests.components.train.test_model import _batch, right_and_left_padded
+
+DIN = ModelConfig(title_len=6, history_len=9, embedding_dim=8, image_units=(16, 8), hidden_units=16,
+                  title_vocab_size=30, item_vocab_size=40, oov_buckets=2, user_buckets=20, attention_units=8)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(DIN, VocabSizes.from_config(DIN))
+
+
+def test_one_item_table_for_target_and_history(model):
+    assert model.name == "din_ctr_model"
+    assert set(model.input_names) == set(F.model_input_names(DIN))
+    tables = [layer for layer in model.layers if layer.name == "item_embedding"]
+    assert len(tables) == 1 and tables[0].input_dim == VocabSizes.from_config(DIN).items
+    out = model(_batch(5, DIN)).numpy()
+    assert out.shape == (5, 1) and ((out > 0) & (out < 1)).all()
+
+
+def test_prediction_depends_on_the_target_through_the_history(model):
+    """The same user and history with another shown item scores differently, and moving the
+    history's padding changes nothing (masked attention and mean)."""
+    batch, shifted = right_and_left_padded(_batch(1, DIN))
+    np.testing.assert_allclose(model(batch).numpy(), model(shifted).numpy(), atol=1e-6)
+    other = {k: v.copy() for k, v in batch.items()}
+    other[F.TARGET_ID][:] = (batch[F.TARGET_ID] % 30) + 3
+    assert abs(float(model(other)[0, 0]) - float(model(batch)[0, 0])) > 1e-7
+    empty = {k: v.copy() for k, v in batch.items()}
+    empty[F.HISTORY_IDS][:] = 0                               # no history at all: finite output
+    assert np.isfinite(model(empty).numpy()).all()
+
+
+def test_user_embedding_is_optional():
+    cfg = dataclasses.replace(DIN, user_buckets=0)
+    names = {layer.name for layer in build_model(cfg, VocabSizes.from_config(cfg)).layers}
+    assert "user_embedding" not in names and "target_attention" in names
+
+
+def test_xla_serving_function_matches_the_model(model):
+    batch = _batch(4, DIN)
+    got = call_transformed(transformed_fn(model, DIN), {k: tf.constant(v) for k, v in batch.items()}, DIN)
+    np.testing.assert_allclose(got.numpy(), model(batch).numpy(), atol=1e-5)
