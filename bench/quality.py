@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import logging
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -82,10 +83,48 @@ def run_size(work: Path, name: str, size: dict, reference: bool) -> dict[str, fl
     return figures
 
 
+def warm_vs_cold(work: Path) -> dict[str, float]:
+    """Day D trained cold and pushed; day D+1 trained cold and warm from it (demo size)."""
+    from components import preprocess, push, validate
+    from pipeline.datagen import generate
+
+    config = _config(work, SIZES["demo"])
+    g = config.generator
+    generate(config.data.raw_root, START, config.window.train_days + 2, users=g.users, items=g.items,
+             events_per_day=g.events_per_day, ctr=g.ctr, seed=g.seed, with_ceiling=False)
+    first = START + dt.timedelta(days=config.window.train_days)
+    figures = {}
+    for day, run_id, extra in ((first, "day1", {}), (first + dt.timedelta(days=1), "cold", {}),
+                               (first + dt.timedelta(days=1), "warm", {"train.warm_start": "served"})):
+        cfg = _config(work, SIZES["demo"], **extra)
+        paths = RunPaths.for_run(cfg, day, run_id)
+        if run_id != "warm":
+            validate.run(cfg, paths)
+            preprocess.run(cfg, paths)
+        else:
+            for sub in ("transform", "examples"):
+                (paths.run_dir / sub).parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(RunPaths.for_run(cfg, day, "cold").run_dir / sub, paths.run_dir / sub)
+        model = _train_and_evaluate(cfg, paths)
+        if run_id == "day1":
+            push.run(cfg.with_overrides({"push.force": True, "push.force_reason": "bench: the served model"}), paths)
+        else:
+            figures.update({f"{key}_{run_id}_start": model[name] for key, name in (
+                ("auc", "auc"), ("logloss", "log_loss"), ("train_s", "train_s"), ("best_epoch", "best_epoch"))})
+    figures["warm_over_cold_train_s"] = figures["train_s_warm_start"] / figures["train_s_cold_start"]
+    return figures
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.quality")
     parser.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--warm-start", action="store_true", help="only warm vs cold start (warm_start.json)")
     args = parser.parse_args(argv or [])
+    if args.warm_start:
+        with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+            figures = warm_vs_cold(Path(tmp))
+        write_result("warm_start", figures)
+        return figures
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
         for name in args.sizes:
@@ -100,7 +139,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     status = 0
     try:
-        main()
+        main(sys.argv[1:])
     except Exception:  # noqa: BLE001 - reported, then the exit below (a tf.Transform process crashes at exit)
         log.exception("quality benchmark failed")
         status = 1

@@ -40,8 +40,16 @@ def parse_sets(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise SystemExit(f"--set expects KEY=VALUE, got {pair!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = _number_or_yaml(value)
     return out
+
+
+def _number_or_yaml(value: str):
+    """YAML 1.1 reads `1e-4` as a string; a number is what anyone typing it means."""
+    try:
+        return float(value) if any(c in value.lower() for c in ".e") else int(value)
+    except ValueError:
+        return yaml.safe_load(value)
 
 
 def load_args_config(args: argparse.Namespace, extra_overrides: dict | None = None) -> Config:

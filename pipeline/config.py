@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from pipeline.config_checks import CHECKS
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "params.yaml"
 ENV_PREFIX = "RECO__"
@@ -81,6 +83,8 @@ class ModelConfig:
     architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
     user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
     attention_units: int = 64            # DIN attention MLP width
+    content_units: int = 32              # DIN content memory: projected image per item id
+    content_weight: float = 0.1          # weight of its fitting loss beside the click loss
     dropout: float = 0.1
     embedding_l2: float = 1e-6           # L2 on the id embeddings (rows seen once must not overfit)
     serving_xla: bool = True             # export the model part XLA-compiled (TF Serving flag needed)
@@ -109,6 +113,7 @@ class TrainConfig:
     k8s_flavor: str = "tfjob"            # "tfjob" (Kubeflow) or "indexed-job" (+ headless Service)
     k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
     export: bool = True                  # false: train + evaluate only (benchmarks)
+    warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
     early_stopping_patience: int = 1     # epochs without a better val AUC before stopping
@@ -175,47 +180,6 @@ class Config:
         return from_dict(tree)
 
 
-# Range checks: dotted key -> (predicate, what was expected).
-_CHECKS: dict[str, tuple[typing.Callable[[Any], bool], str]] = {
-    "window.train_days": (lambda v: v >= 1, "an int >= 1 (days)"),
-    "train.workers": (lambda v: v >= 1, "an int >= 1"),
-    "train.epochs": (lambda v: v >= 1, "an int >= 1"),
-    "train.batch_size_per_replica": (lambda v: v >= 1, "an int >= 1"),
-    "train.learning_rate": (lambda v: v > 0, "a float > 0"),
-    "train.clip_norm": (lambda v: v > 0, "a float > 0"),
-    "train.backend": (lambda v: v in ("local", "kubernetes"), "'local' or 'kubernetes'"),
-    "train.optimizer": (lambda v: v in ("lazy_adam", "adam"), "'lazy_adam' or 'adam'"),
-    "train.validation_shards": (lambda v: v >= 0, "an int >= 0"),
-    "train.early_stopping_patience": (lambda v: v >= 0, "an int >= 0"),
-    "model.architecture": (lambda v: v in ("din", "reference"), "'din' or 'reference'"),
-    "model.user_buckets": (lambda v: v >= 0, "an int >= 0"),
-    "model.dropout": (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
-    "train.gpus_per_worker": (lambda v: v >= 0, "an int >= 0"),
-    "train.threads_per_worker": (lambda v: v >= 0, "an int >= 0 (0 = automatic)"),
-    "train.readers": (lambda v: v >= 1, "an int >= 1"),
-    "train.startup_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
-    "train.kill_grace_s": (lambda v: v >= 0, "a float >= 0 (seconds)"),
-    "train.timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
-    "train.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
-    "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
-    "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
-    "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
-    "preprocess.shard_multiple": (lambda v: v >= 1, "an int >= 1"),
-    "preprocess.direct_running_mode": (lambda v: v in ("auto", "in_memory", "multi_processing", "multi_threading"),
-                                       "'auto', 'in_memory', 'multi_processing' or 'multi_threading'"),
-    "generator.ctr": (lambda v: 0 < v < 1, "a rate in (0, 1)"),
-    "eval.min_auc": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
-    "eval.max_auc_drop": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
-    "eval.max_log_loss": (lambda v: v is None or v > 0, "null or a float > 0"),
-    "push.keep_versions": (lambda v: v >= 2, "an int >= 2 (served + previous)"),
-    "push.warmup_requests": (lambda v: v >= 1, "an int >= 1"),
-    "push.warmup_batch_sizes": (lambda v: len(v) >= 1 and min(v) >= 1, "a non-empty list of ints >= 1"),
-    "push.verify_tolerance": (lambda v: v > 0, "a float > 0"),
-    "eval.batch_size": (lambda v: v >= 1, "an int >= 1"),
-    "eval.bootstrap_samples": (lambda v: v >= 0, "an int >= 0 (0 = no bootstrap)"),
-}
-
-
 def load_config(
     path: os.PathLike | str | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -261,7 +225,7 @@ def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
         if key not in hints:
             raise ConfigError(f"unknown config key {dotted!r}; {name} has {sorted(hints)}")
         kwargs[key] = _coerce(dotted, value, hints[key])
-        check = _CHECKS.get(dotted)
+        check = CHECKS.get(dotted)
         if check and not check[0](kwargs[key]):
             raise ConfigError(f"{dotted}: got {value!r}, expected {check[1]}")
     return cls(**kwargs)

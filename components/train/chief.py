@@ -16,6 +16,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train import export
+from components.train.calibration import calibrate
 from components.train.input import Split, make_dataset
 from components.train.model import VocabSizes, build_model, scaled_learning_rate
 from pipeline.config import Config
@@ -37,6 +38,7 @@ class Trained:
     vocab: VocabSizes
     train_split: Split
     eval_split: Split
+    valid_split: Split | None
     train_metrics: dict[str, float]
     initial_epoch: int
     examples_per_s: float
@@ -51,11 +53,16 @@ class Trained:
 def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResult:
     """Evaluate, export (atomically), write the model card and result; drop the backup."""
     serving_model = local_copy(t.model, config, t.vocab)
+    calibration = {}
+    if t.valid_split is not None:
+        calibration = calibrate(serving_model, make_dataset(
+            t.valid_split.files, config.model, t.global_batch, training=False, deterministic=True,
+            readers=config.train.readers, compression=t.valid_split.compression, sizes=t.valid_split.sizes))
     predict = export.transformed_fn(serving_model, config.model)
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,
                            compression=t.eval_split.compression, sizes=t.eval_split.sizes)
-    metrics = {**t.train_metrics, **evaluate(predict, eval_ds, config.model)}
+    metrics = {**t.train_metrics, **calibration, **evaluate(predict, eval_ds, config.model)}
     log.info("final metrics: %s", metrics)
     summaries.write_final(metrics, config.train.epochs)
     card = model_card(config, paths, t, metrics)

@@ -43,12 +43,18 @@ class VocabSizes:
 
 
 def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
-    """Uncompiled model of `model.architecture` over the transformed features."""
+    """Uncompiled model of `model.architecture` over the transformed features, ending in the
+    (identity until fitted) Platt calibration of calibration.py."""
+    from components.train.calibration import Calibration
+
     if model_cfg.architecture == "din":
         from components.train.din import build_din
 
-        return build_din(model_cfg, vocab)
-    return build_reference(model_cfg, vocab)
+        core = build_din(model_cfg, vocab)
+    else:
+        core = build_reference(model_cfg, vocab)
+    out = Calibration(name="calibration", dtype="float32")(core.output)
+    return keras.Model(inputs=core.input, outputs=out, name=core.name)
 
 
 def build_reference(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:

@@ -27,6 +27,7 @@ from components.train.callbacks import EpochProgress, ScalarSummaries, Throughpu
 from components.train.input import Split, make_dataset, read_split, worker_files
 from components.train.model import build_model, compile_model, global_batch_size, scaled_learning_rate
 from pipeline.config import Config, TrainConfig, from_dict
+from pipeline.contracts import serving
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
 
@@ -114,9 +115,11 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
     vocab = export.vocab_sizes(paths.transform_dir, config.model)
     with strategy.scope():
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
+        warm = _warm_start(model, config, paths)
     log.info("model built: %d parameters", model.count_params())
 
     fitted, summaries = _fit(strategy, model, config, paths, task, (train_split, valid_split), global_batch)
+    fitted["train_metrics"]["warm_start_variables"] = float(warm)
     if not task.is_chief:
         # The chief evaluates and exports alone (no collective in it); this worker waits in a
         # last all-reduce so the gang ends together: a worker that just exited looks like a
@@ -124,7 +127,7 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
         gang_barrier(strategy)
         return None
     result = chief.finish(config, paths, chief.Trained(
-        model=model, vocab=vocab, train_split=train_split, eval_split=eval_split,
+        model=model, vocab=vocab, train_split=train_split, eval_split=eval_split, valid_split=valid_split,
         workers=task.num_workers, replicas=replicas, global_batch=global_batch,
         collective=collective, mixed_precision=mixed, **fitted), summaries)
     gang_barrier(strategy)
@@ -171,6 +174,18 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
     return {"train_metrics": _fit_metrics(history.history),
             "initial_epoch": initial, "examples_per_s": meter.examples_per_s,
             "train_seconds": time.time() - started}, summaries
+
+
+def _warm_start(model, config: Config, paths: RunPaths) -> int:
+    """Variables initialised from the served model (0 = cold start). A backup, if any, still
+    wins: BackupAndRestore restores over these values when fit() starts."""
+    if config.train.warm_start != "served":
+        return 0
+    from components.train.warm_start import warm_start
+
+    served = serving.served_version(paths.model_base)
+    served_dir = serving.version_dir(paths.model_base, served) if served is not None else None
+    return warm_start(model, served_dir, paths.transform_dir, config.model.oov_buckets)
 
 
 def _fit_metrics(history: dict[str, list[float]]) -> dict[str, float]:

@@ -52,3 +52,10 @@ def test_every_step_cli_takes_the_shared_run_arguments():
     done = subprocess.run([sys.executable, "-m", "components.push", "rollback", "--help"],
                           capture_output=True, text=True)
     assert "--overrides-json" in done.stdout and "--date" not in done.stdout
+
+
+def test_set_reads_numbers_as_numbers():
+    from pipeline.cli import parse_sets
+
+    got = parse_sets(["model.embedding_l2=1e-4", "train.workers=3", "eval.max_auc_drop=null", "a=abc", "b=true"])
+    assert got == {"model.embedding_l2": 1e-4, "train.workers": 3, "eval.max_auc_drop": None, "a": "abc", "b": True}

@@ -54,3 +54,18 @@ def test_xla_serving_function_matches_the_model(model):
     batch = _batch(4, DIN)
     got = call_transformed(transformed_fn(model, DIN), {k: tf.constant(v) for k, v in batch.items()}, DIN)
     np.testing.assert_allclose(got.numpy(), model(batch).numpy(), atol=1e-5)
+
+
+def test_content_memory_learns_what_shown_items_look_like_and_reads_it_for_the_history():
+    from components.train.din import ContentMemory
+
+    layer = ContentMemory(rows=10, units=4, weight=1.0)
+    image = tf.random.stateless_normal((3, F.IMAGE_DIM), seed=(1, 2))
+    target, history = tf.constant([3, 5, 3]), tf.constant([[0, 3, 5], [0, 0, 0], [5, 5, 0]])
+    code, history_code = layer(target, image, history, training=True)
+    assert len(layer.losses) == 1 and float(layer.losses[0]) > 0          # rows start at 0: a loss to fit
+    np.testing.assert_array_equal(history_code.numpy(), np.zeros((3, 4)))
+    layer.table.assign(tf.tensor_scatter_nd_update(tf.zeros((10, 4)), [[3], [5]], [[1.0] * 4, [3.0] * 4]) / layer.SCALE)
+    _, history_code = layer(target, image, history, training=False)
+    np.testing.assert_allclose(history_code.numpy(), [[2.0] * 4, [0.0] * 4, [3.0] * 4], rtol=1e-6)  # masked mean
+    assert code.shape == (3, 4) and layer.trainable_weights[0] is not layer.projection

@@ -75,12 +75,16 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data):
     result = train.run(config, paths, data_dir=data)
     m = result.metrics
     assert 1 <= m["best_epoch"] <= m["epochs_run"] <= 5 and "val_auc" in m
-    # The held-out shards (the last one of each worker), scored by the export's model part:
+    # The held-out shards (the last one of each worker), scored by the export's model part with
+    # its Platt calibration undone (Keras' AUC bins probabilities, so squeezing them moves it):
     # the same AUC fit() reported for the best epoch, i.e. its weights were restored.
     held = sorted((data / "train").glob("*.tfrecord"))[-2:]
     loaded = tf.saved_model.load(str(paths.model_dir))
     auc = keras.metrics.AUC()
+    a, b = m["calibration_a"], m["calibration_b"]
+    assert a > 0
     for features, label in make_dataset(held, config.model, 64, training=False):
         probs = loaded.signatures["serving_transformed"](**{k: features[k] for k in F.model_input_names(config.model)})
-        auc.update_state(label, probs["probability"])
+        p = tf.cast(probs["probability"], tf.float64)
+        auc.update_state(label, tf.sigmoid((tf.math.log(p) - tf.math.log1p(-p) - b) / a))
     assert float(auc.result()) == pytest.approx(m["val_auc"], abs=2e-3)

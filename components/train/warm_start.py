@@ -1,0 +1,83 @@
+"""Warm start (`train.warm_start: served`): begin from the served model's weights, not from noise.
+
+A nightly model differs from yesterday's by one day of data, so starting from the served
+weights lets a run train fewer epochs. The day's vocabularies change (new items, new title
+words), so an embedding row must follow its id, not its index: row i of the new item table is
+row j of the served one when both name the same item id; rows of new ids keep their fresh
+initialisation, the padding row and the OOV buckets (hashed the same way every day) are copied.
+Other weights are copied when name and shape agree (same architecture and sizes), else left.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.contracts import features as F
+
+log = logging.getLogger(__name__)
+
+# Embedding table -> the tf.Transform vocabulary file that numbers its rows (row = index + 1).
+VOCAB_OF_TABLE = {"item_embedding": F.ITEM_VOCAB, "title_embedding": F.TITLE_VOCAB}
+
+
+def read_vocabulary(path: Path) -> list[str]:
+    return Path(path).read_text().splitlines()
+
+
+def remap_rows(old: np.ndarray, new: np.ndarray, old_vocab: list[str], new_vocab: list[str],
+               oov_buckets: int) -> tuple[np.ndarray, int]:
+    """`new` with the rows of `old` moved to where their ids are now; (matrix, rows copied)."""
+    out = new.copy()
+    old_index = {token: i for i, token in enumerate(old_vocab)}
+    pairs = [(i + 1, old_index[t] + 1) for i, t in enumerate(new_vocab) if t in old_index]
+    pairs.append((0, 0))                                                    # padding
+    pairs += [(len(new_vocab) + 1 + b, len(old_vocab) + 1 + b) for b in range(oov_buckets)]
+    dst, src = (np.array(x, dtype=np.int64) for x in zip(*pairs))
+    keep = (src < len(old)) & (dst < len(out))
+    out[dst[keep]] = old[src[keep]]
+    return out, int(keep.sum())
+
+
+def _table(name: str) -> str:
+    return name.split("/")[0]
+
+
+def initial_weights(model, served_dir: Path, transform_dir: Path, oov_buckets: int) -> dict[str, np.ndarray]:
+    """name -> value for every variable of `model` the served export can initialise."""
+    import tensorflow as tf
+
+    saved = {v.name: v.numpy() for v in tf.saved_model.load(str(served_dir)).model_variables}
+    out, skipped = {}, []
+    for var in model.variables:
+        old = saved.get(var.name)
+        vocab = VOCAB_OF_TABLE.get(_table(var.name))
+        if old is not None and vocab and (served_dir / "assets" / vocab).exists():
+            old_vocab = read_vocabulary(served_dir / "assets" / vocab)
+            new_vocab = read_vocabulary(Path(transform_dir) / "transform_fn" / "assets" / vocab)
+            if old.shape[1:] == tuple(var.shape[1:]):
+                out[var.name], copied = remap_rows(old, var.numpy(), old_vocab, new_vocab, oov_buckets)
+                log.info("warm start: %s, %d of %d rows from the served model", var.name, copied, var.shape[0])
+                continue
+        if old is not None and old.shape == tuple(var.shape):
+            out[var.name] = old
+        else:
+            skipped.append(var.name)
+    if skipped:
+        log.warning("warm start: %d variable(s) keep their fresh initialisation (no match in %s): %s",
+                    len(skipped), served_dir, skipped[:5])
+    return out
+
+
+def warm_start(model, served_dir: Path | None, transform_dir: Path, oov_buckets: int) -> int:
+    """Assign the served model's weights to `model` (inside the strategy's scope); variables set."""
+    if served_dir is None:
+        log.info("warm start: no model is served yet, training from scratch")
+        return 0
+    values = initial_weights(model, served_dir, transform_dir, oov_buckets)
+    for var in model.variables:
+        if var.name in values:
+            var.assign(values[var.name])
+    log.info("warm start from %s: %d of %d variables", served_dir, len(values), len(model.variables))
+    return len(values)

@@ -1,0 +1,49 @@
+"""Range checks of the params file: dotted key -> (predicate, what was expected).
+
+`pipeline.config` applies them after the types are checked, so an error names the key, the
+value and this expectation (`train.workers: got 0, expected an int >= 1`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "window.train_days": (lambda v: v >= 1, "an int >= 1 (days)"),
+    "train.workers": (lambda v: v >= 1, "an int >= 1"),
+    "train.epochs": (lambda v: v >= 1, "an int >= 1"),
+    "train.batch_size_per_replica": (lambda v: v >= 1, "an int >= 1"),
+    "train.learning_rate": (lambda v: v > 0, "a float > 0"),
+    "train.clip_norm": (lambda v: v > 0, "a float > 0"),
+    "train.backend": (lambda v: v in ("local", "kubernetes"), "'local' or 'kubernetes'"),
+    "train.optimizer": (lambda v: v in ("lazy_adam", "adam"), "'lazy_adam' or 'adam'"),
+    "train.warm_start": (lambda v: v in ("none", "served"), "'none' or 'served'"),
+    "train.validation_shards": (lambda v: v >= 0, "an int >= 0"),
+    "train.early_stopping_patience": (lambda v: v >= 0, "an int >= 0"),
+    "model.architecture": (lambda v: v in ("din", "reference"), "'din' or 'reference'"),
+    "model.user_buckets": (lambda v: v >= 0, "an int >= 0"),
+    "model.dropout": (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
+    "train.gpus_per_worker": (lambda v: v >= 0, "an int >= 0"),
+    "train.threads_per_worker": (lambda v: v >= 0, "an int >= 0 (0 = automatic)"),
+    "train.readers": (lambda v: v >= 1, "an int >= 1"),
+    "train.startup_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "train.kill_grace_s": (lambda v: v >= 0, "a float >= 0 (seconds)"),
+    "train.timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "train.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
+    "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
+    "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
+    "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
+    "preprocess.shard_multiple": (lambda v: v >= 1, "an int >= 1"),
+    "preprocess.direct_running_mode": (lambda v: v in ("auto", "in_memory", "multi_processing", "multi_threading"),
+                                       "'auto', 'in_memory', 'multi_processing' or 'multi_threading'"),
+    "generator.ctr": (lambda v: 0 < v < 1, "a rate in (0, 1)"),
+    "eval.min_auc": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
+    "eval.max_auc_drop": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
+    "eval.max_log_loss": (lambda v: v is None or v > 0, "null or a float > 0"),
+    "push.keep_versions": (lambda v: v >= 2, "an int >= 2 (served + previous)"),
+    "push.warmup_requests": (lambda v: v >= 1, "an int >= 1"),
+    "push.warmup_batch_sizes": (lambda v: len(v) >= 1 and min(v) >= 1, "a non-empty list of ints >= 1"),
+    "push.verify_tolerance": (lambda v: v > 0, "a float > 0"),
+    "eval.batch_size": (lambda v: v >= 1, "an int >= 1"),
+    "eval.bootstrap_samples": (lambda v: v >= 0, "an int >= 0 (0 = no bootstrap)"),
+}
