@@ -27,8 +27,7 @@ def signature_inputs(model_dir: Path) -> tuple[str, ...]:
 
 
 def _request(examples: list[dict[str, Any]], inputs: tuple[str, ...]) -> dict[str, Any]:
-    arrays = request_arrays(examples)
-    return {name: arrays[name] for name in inputs}
+    return request_arrays(examples, inputs)
 
 
 def rest_body(examples: list[dict[str, Any]], inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> dict[str, Any]:

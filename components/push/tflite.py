@@ -50,8 +50,7 @@ def convert_raw(saved_model_dir: Path) -> tuple[bytes | None, str | None, dict[s
 
 def batch1_inputs(example: dict[str, Any], saved_model_dir: Path) -> dict[str, np.ndarray]:
     """One request of `example` with exactly the inputs the model's raw signature takes."""
-    arrays = serving_files.request_arrays([example])
-    return {name: arrays[name] for name in serving_files.signature_inputs(saved_model_dir)}
+    return serving_files.request_arrays([example], serving_files.signature_inputs(saved_model_dir))
 
 
 def latency_ms(call: Callable[[], Any], runs: int = 300, warmup: int = 20) -> dict[str, float]:

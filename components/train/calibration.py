@@ -66,6 +66,7 @@ def fit_platt(probs: np.ndarray, labels: np.ndarray, steps: int = 50) -> tuple[f
 def calibrate(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, float]:
     """Fit the model's Calibration layer on `dataset` (validation batches); returns a, b."""
     layer = model.get_layer("calibration")
+    before = float(layer.a.numpy()), float(layer.b.numpy())
     layer.a.assign(1.0)
     layer.b.assign(0.0)
     probs, labels = [], []
@@ -74,7 +75,9 @@ def calibrate(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, float]:
         labels.append(label.numpy())
     if not probs or len(np.unique(np.concatenate(labels))) < 2:
         log.warning("calibration skipped: the validation split has one label class or no rows")
-        return {"calibration_a": 1.0, "calibration_b": 0.0}
+        layer.a.assign(before[0])
+        layer.b.assign(before[1])
+        return {"calibration_a": before[0], "calibration_b": before[1]}
     a, b = fit_platt(np.concatenate(probs), np.concatenate(labels))
     layer.a.assign(a)
     layer.b.assign(b)

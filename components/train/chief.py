@@ -17,7 +17,7 @@ import tf_keras as keras
 
 from components.train import export
 from components.train.calibration import calibrate
-from components.train.input import Split, make_dataset
+from components.train.input import Split, make_dataset, read_split
 from components.train.model import VocabSizes, build_model, scaled_learning_rate
 from pipeline.config import Config
 from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
@@ -54,10 +54,13 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     """Evaluate, export (atomically), write the model card and result; drop the backup."""
     serving_model = local_copy(t.model, config, t.vocab)
     calibration = {}
-    if t.valid_split is not None:
+    valid = t.valid_split
+    if valid is not None and valid.missing():     # this host staged only its share: shared storage
+        valid = read_split(paths.examples_dir, "train").hold_out(config.train.validation_shards, t.workers)[1]
+    if valid is not None:
         calibration = calibrate(serving_model, make_dataset(
-            t.valid_split.files, config.model, t.global_batch, training=False, deterministic=True,
-            readers=config.train.readers, compression=t.valid_split.compression, sizes=t.valid_split.sizes))
+            valid.files, config.model, t.global_batch, training=False, deterministic=True,
+            readers=config.train.readers, compression=valid.compression, sizes=valid.sizes))
     predict = export.transformed_fn(serving_model, config.model)
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,

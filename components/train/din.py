@@ -30,9 +30,11 @@ class TargetAttention(keras.layers.Layer):
     def call(self, query, keys, mask):
         q = tf.broadcast_to(query[:, None, :], tf.shape(keys))
         scores = tf.squeeze(self.score(self.hidden(tf.concat([q, keys, q - keys, q * keys], -1))), -1)
-        scores = tf.where(mask, scores, tf.fill(tf.shape(scores), tf.cast(-1e9, scores.dtype)))
-        weights = tf.nn.softmax(scores, axis=-1) * tf.cast(mask, scores.dtype)
-        return tf.reduce_sum(weights[..., None] * keys, axis=1)
+        # In float32 even under mixed precision: -1e9 is -inf in float16, and a row with no
+        # history (all masked) would then be NaN instead of zeros.
+        scores = tf.where(mask, tf.cast(scores, tf.float32), -1e9)
+        weights = tf.nn.softmax(scores, axis=-1) * tf.cast(mask, tf.float32)
+        return tf.reduce_sum(tf.cast(weights, keys.dtype)[..., None] * keys, axis=1)
 
     def get_config(self):
         return {**super().get_config(), "units": self.units}
@@ -69,7 +71,7 @@ class ContentMemory(keras.layers.Layer):
             fitted = self.SCALE * tf.gather(self.table, target_id)
             self.add_loss(self.weight * tf.reduce_mean(tf.square(fitted - tf.cast(code, fitted.dtype))))
         history = _masked_mean(self.SCALE * tf.gather(self.table, history_ids), tf.not_equal(history_ids, 0))
-        return code, tf.cast(history, code.dtype)
+        return tf.cast(code, self.compute_dtype), tf.cast(history, self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "rows": self.rows, "units": self.units, "weight": self.weight}

@@ -49,7 +49,10 @@ class Split:
             return self, None
         cut = len(self.files) - held
         rest, out = self.sizes[:cut], self.sizes[cut:]
-        if not sum(rest) or not sum(out):
+        # Either part needing record-level sharding would make a worker read shards that were
+        # staged on another worker's host: keep the training data whole instead.
+        parts = ((self.files[:cut], rest), (self.files[cut:], out))
+        if any(record_level_sharding(files, workers, sizes) for files, sizes in parts):
             return self, None
         return (Split(self.files[:cut], sum(rest), self.compression, rest),
                 Split(self.files[cut:], sum(out), self.compression, out))

@@ -23,7 +23,11 @@ VOCAB_OF_TABLE = {"item_embedding": F.ITEM_VOCAB, "title_embedding": F.TITLE_VOC
 
 
 def read_vocabulary(path: Path) -> list[str]:
-    return Path(path).read_text().splitlines()
+    """One token per line; split on newlines only (a title token may hold other line breaks)."""
+    text = Path(path).read_text()
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text.split("\n") if text else []
 
 
 def remap_rows(old: np.ndarray, new: np.ndarray, old_vocab: list[str], new_vocab: list[str],

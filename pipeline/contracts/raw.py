@@ -51,8 +51,8 @@ def _logical(typ: pa.DataType) -> pa.DataType:
 
 
 def _same_kind(found: pa.DataType, want: pa.DataType) -> bool:
-    if pa.types.is_integer(want):
-        return pa.types.is_integer(found)
+    if pa.types.is_integer(want):        # any width whose every value fits int64 (not uint64)
+        return pa.types.is_signed_integer(found) or (pa.types.is_unsigned_integer(found) and found.bit_width < 64)
     return found.equals(want)
 
 

@@ -28,11 +28,12 @@ def pad_histories(histories) -> np.ndarray:
     return out
 
 
-def request_arrays(rows: list[dict]) -> dict[str, np.ndarray]:
-    """Rows holding the raw serving features -> one request's arrays, in the signature's dtypes
-    (history right-padded): the same request whether scored, sent as REST or replayed as warmup."""
+def request_arrays(rows: list[dict], names: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> dict[str, np.ndarray]:
+    """Rows holding the raw serving features -> one request's arrays of `names`, in the
+    signature's dtypes (history right-padded): the same request whether scored, sent as REST or
+    replayed as warmup. Only `names` are read, so rows of an older sample serve an older model."""
     out: dict[str, np.ndarray] = {}
-    for name in F.RAW_SERVING_FEATURES:
+    for name in names:
         values = [r[name] for r in rows]
         if name == F.HISTORY:
             out[name] = pad_histories(values)

@@ -69,3 +69,19 @@ def test_content_memory_learns_what_shown_items_look_like_and_reads_it_for_the_h
     _, history_code = layer(target, image, history, training=False)
     np.testing.assert_allclose(history_code.numpy(), [[2.0] * 4, [0.0] * 4, [3.0] * 4], rtol=1e-6)  # masked mean
     assert code.shape == (3, 4) and layer.trainable_weights[0] is not layer.projection
+
+
+def test_builds_and_stays_finite_under_mixed_precision():
+    """GPU workers train in mixed_float16: the parts must share a dtype and an empty history
+    (a new user) must not turn the masked softmax into NaN (-1e9 is -inf in float16)."""
+    import tf_keras as keras
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = build_model(DIN, VocabSizes.from_config(DIN))
+        batch = _batch(2, DIN)
+        batch[F.HISTORY_IDS][:] = 0
+        out = model(batch).numpy()
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert out.dtype == np.float32 and np.isfinite(out).all()

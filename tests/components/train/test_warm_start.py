@@ -55,3 +55,10 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     other = dataclasses.replace(cfg, hidden_units=cfg.hidden_units * 2)            # another size: skipped
     bigger = build_model(other, VocabSizes(title=4, items=5, users=cfg.user_buckets + 1))
     assert "hidden/kernel:0" not in initial_weights(bigger, tmp_path / "served", tmp_path / "transform", 1)
+
+
+def test_vocabulary_lines_split_on_newlines_only(tmp_path):
+    from components.train.warm_start import read_vocabulary
+
+    (tmp_path / "v").write_text("red\nsho\u2028e\nhat\n")
+    assert read_vocabulary(tmp_path / "v") == ["red", "sho\u2028e", "hat"]

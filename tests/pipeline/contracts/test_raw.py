@@ -44,6 +44,7 @@ def test_lists_and_integer_widths(found, want):
     (pa.timestamp("us"), raw.EVENT_TYPES[F.EVENT_TS], "no time zone"),
     (pa.timestamp("us", tz="Europe/Paris"), raw.EVENT_TYPES[F.EVENT_TS], "Europe/Paris"),
     (pa.list_(pa.float64()), pa.list_(pa.float32()), "expected list"),
+    (pa.uint64(), pa.int64(), "expected int64"),          # values past 2^63 would not fit
     (pa.int64(), pa.string(), "expected string")])
 def test_logically_different_types_are_refused(found, want, says):
     assert says in raw.type_problem(found, want)
