@@ -35,6 +35,13 @@ def _config(work: Path, size: dict, **extra):
         "data.staging_root": str(work / "ssd"), "data.serving_base": str(work / "serving"), **size, **extra})
 
 
+def _share_preprocess(source: RunPaths, run: RunPaths) -> None:
+    """Point `run` at `source`'s preprocess output: the same data, only the model differs."""
+    for sub in ("transform", "examples"):
+        (run.run_dir / sub).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(source.run_dir / sub, run.run_dir / sub)
+
+
 def _train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
     from components import evaluate, stage, train
 
@@ -74,9 +81,7 @@ def run_size(work: Path, name: str, size: dict, reference: bool) -> dict[str, fl
     if reference:
         ref_config = _config(work, size, **{"model.architecture": "reference"})
         ref_paths = RunPaths.for_run(ref_config, paths.run_date, f"quality-{name}-reference")
-        for sub in ("transform", "examples"):       # same preprocess output: only the model differs
-            (ref_paths.run_dir / sub).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(paths.run_dir / sub, ref_paths.run_dir / sub)
+        _share_preprocess(paths, ref_paths)
         ref = _train_and_evaluate(ref_config, ref_paths)
         figures.update({f"auc_reference_arch_{name}": ref["auc"], f"logloss_reference_arch_{name}": ref["log_loss"],
                         f"train_s_reference_arch_{name}": ref["train_s"]})
@@ -102,9 +107,7 @@ def warm_vs_cold(work: Path) -> dict[str, float]:
             validate.run(cfg, paths)
             preprocess.run(cfg, paths)
         else:
-            for sub in ("transform", "examples"):
-                (paths.run_dir / sub).parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(RunPaths.for_run(cfg, day, "cold").run_dir / sub, paths.run_dir / sub)
+            _share_preprocess(RunPaths.for_run(cfg, day, "cold"), paths)
         model = _train_and_evaluate(cfg, paths)
         if run_id == "day1":
             push.run(cfg.with_overrides({"push.force": True, "push.force_reason": "bench: the served model"}), paths)

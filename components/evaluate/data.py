@@ -80,10 +80,8 @@ class Catalog:
 
     def lookup(self, item_ids: np.ndarray) -> np.ndarray:
         """Row index per item id, -1 when the id is not in the snapshot."""
-        if not len(self.ids):
-            return np.full(len(item_ids), -1)
-        pos = np.clip(np.searchsorted(self.ids, item_ids), 0, len(self.ids) - 1)
-        return np.where(self.ids[pos] == item_ids, pos, -1)
+        found, pos = rows.find_sorted(item_ids, self.ids)
+        return np.where(found, pos, -1)
 
 
 def load_catalog(paths: RunPaths, day: dt.date, slices: tuple[str, ...]) -> Catalog:

@@ -26,13 +26,9 @@ def signature_inputs(model_dir: Path) -> tuple[str, ...]:
     return tuple(name for name in F.RAW_SERVING_FEATURES if name in inputs)
 
 
-def _request(examples: list[dict[str, Any]], inputs: tuple[str, ...]) -> dict[str, Any]:
-    return request_arrays(examples, inputs)
-
-
 def rest_body(examples: list[dict[str, Any]], inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> dict[str, Any]:
     """A TF Serving REST predict body in row ("instances") format for eval-sample examples."""
-    arrays = _request(examples, inputs)
+    arrays = request_arrays(examples, inputs)
     return {
         "signature_name": SIGNATURE,
         "instances": [{name: _plain(values[i]) for name, values in arrays.items()} for i in range(len(examples))],
@@ -65,7 +61,7 @@ def _prediction_log(rows: list[dict[str, Any]], model_name: str, inputs: tuple[s
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = SIGNATURE
-    for name, values in _request(rows, inputs).items():
+    for name, values in request_arrays(rows, inputs).items():
         dtype = tf.as_dtype(F.RAW_SERVING_DTYPES[name])
         request.inputs[name].CopyFrom(tf.make_tensor_proto(values.tolist() if dtype == tf.string else values,
                                                            dtype=dtype))

@@ -105,7 +105,7 @@ def check_items(table: pa.Table) -> CheckedItems:
     return CheckedItems(ids, titles, images, reasons)
 
 
-def _isin_sorted(values: np.ndarray, sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def find_sorted(values: np.ndarray, sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(found mask, position in sorted_ids) of each value."""
     if len(sorted_ids) == 0:
         return np.zeros(len(values), dtype=bool), np.zeros(len(values), dtype=np.int64)
@@ -140,8 +140,8 @@ class Catalog:
 
     def event_reasons(self, item_ids: np.ndarray) -> np.ndarray:
         """'' for a usable item, its item's reason for a rejected one, else `unknown_item`."""
-        known, _ = _isin_sorted(item_ids, self.good)
-        is_bad, pos = _isin_sorted(item_ids, self.bad)
+        known, _ = find_sorted(item_ids, self.good)
+        is_bad, pos = find_sorted(item_ids, self.bad)
         reasons = np.where(known, "", "unknown_item").astype(object)
         if len(self.bad):
             reasons[is_bad] = self.bad_reasons[pos[is_bad]]
