@@ -29,6 +29,8 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.startup_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
     "train.kill_grace_s": (lambda v: v >= 0, "a float >= 0 (seconds)"),
     "train.timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "train.profile_steps": (lambda v: not v or (len(v) == 2 and 0 <= v[0] < v[1]),
+                            "empty or [first, last] steps with 0 <= first < last"),
     "train.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
     "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),

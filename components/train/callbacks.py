@@ -6,6 +6,7 @@ worker runs them, only the chief writes a file.
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from pathlib import Path
 
@@ -17,11 +18,16 @@ log = logging.getLogger(__name__)
 
 
 class ThroughputMeter(keras.callbacks.Callback):
-    """Training examples/s from the end of the first step to the end of training.
+    """Training examples/s from the end of the first step to the end of training, and where
+    the time between steps goes.
 
     The first step is left out because it traces and compiles the train function and
-    warms the input pipeline; epoch-end work (backups) stays in, because a run pays it.
+    warms the input pipeline; epoch-end work (validation, backups) stays in, because a run
+    pays it. `steady_examples_per_s` (median step) and `epoch_end_seconds` (last step of an
+    epoch to the first of the next) split the two, for benchmarks and the model card.
     """
+
+    _supports_tf_logs = True      # never reads logs: Keras need not convert them every step
 
     def __init__(self, global_batch: int):
         super().__init__()
@@ -29,6 +35,20 @@ class ThroughputMeter(keras.callbacks.Callback):
         self.steps = 0
         self._start: float | None = None
         self.seconds = 0.0
+        self.step_seconds: list[float] = []
+        self.epoch_end_seconds = 0.0
+        self._batch_start = 0.0
+        self._last_end: float | None = None
+        self._new_epoch = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._new_epoch = True
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._batch_start = time.perf_counter()
+        if self._new_epoch and self._last_end is not None:
+            self.epoch_end_seconds += self._batch_start - self._last_end
+        self._new_epoch = False
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
@@ -36,6 +56,8 @@ class ThroughputMeter(keras.callbacks.Callback):
             self._start = now
         else:
             self.steps += 1
+            self.step_seconds.append(now - self._batch_start)
+        self._last_end = now
         self.seconds = now - self._start
 
     @property
@@ -43,6 +65,48 @@ class ThroughputMeter(keras.callbacks.Callback):
         if self.steps and self.seconds > 0:
             return self.steps * self.global_batch / self.seconds
         return 0.0
+
+    @property
+    def steady_examples_per_s(self) -> float:
+        """The rate of a median step: no epoch-end work, no first step."""
+        return self.global_batch / statistics.median(self.step_seconds) if self.step_seconds else 0.0
+
+
+class StepProfiler(keras.callbacks.Callback):
+    """A TensorFlow profile (xplane.pb, TensorBoard's Profile tab) of training steps
+    [first, last) counted from the start of fit(), on every worker: the gang's cost is the
+    slowest worker's, so each writes its own."""
+
+    _supports_tf_logs = True
+
+    def __init__(self, log_dir: Path, first: int, last: int):
+        super().__init__()
+        self.log_dir, self.first, self.last = Path(log_dir), first, last
+        self.step = 0
+        self.running = False
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.step == self.first:
+            import tensorflow as tf
+
+            tf.profiler.experimental.start(str(self.log_dir))
+            self.running = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.running and self.step >= self.last:
+            self._stop()
+
+    def on_train_end(self, logs=None):
+        if self.running:
+            self._stop()
+
+    def _stop(self):
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
+        self.running = False
+        log.info("profile of steps %d-%d written under %s", self.first, self.last, self.log_dir)
 
 
 class EpochProgress(keras.callbacks.Callback):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras as keras
 
+from components.train.embedding import RowEmbedding
 from pipeline.config import ModelConfig, TrainConfig
 from pipeline.contracts import features as F
 from pipeline.contracts.signature import OUTPUT
@@ -54,7 +55,31 @@ def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
     else:
         core = build_reference(model_cfg, vocab)
     out = Calibration(name="calibration", dtype="float32")(core.output)
-    return keras.Model(inputs=core.input, outputs=out, name=core.name)
+    return CTRModel(inputs=core.input, outputs=out, name=core.name)
+
+
+class CTRModel(keras.Model):
+    """A functional Keras model whose training step does not synchronise metrics every step.
+
+    Under MWMS, Keras' train_step reads each metric's result through a cross-worker all-reduce
+    of every metric variable (loss, AUC's four confusion tables, accuracy) and then all-reduces
+    the results again: about ten small, sequential collectives per step, after the gradients'.
+    Here a step returns this worker's own running values, and `compile_model` reduces outputs
+    with "first" (no collective): the training metrics in logs are the chief's shard's. The
+    validation step is Keras' own, synchronised, so `val_*` (and early stopping on `val_auc`)
+    are global and every worker takes the same decision.
+    """
+
+    def train_step(self, data):
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x, y, y_pred, sample_weight)
+        self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+        self.compiled_metrics.update_state(y, y_pred, sample_weight)
+        # type(m).result is the metric's own result(); the instance attribute is Keras' wrapper
+        # that all-reduces the metric's variables first.
+        return {m.name: type(m).result(m) for m in self.metrics}
 
 
 def build_reference(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
@@ -63,7 +88,7 @@ def build_reference(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
     image = keras.Input(shape=(F.IMAGE_DIM,), dtype=tf.float32, name=F.IMAGE_Z)
     history = keras.Input(shape=(model_cfg.history_len,), dtype=tf.int64, name=F.HISTORY_IDS)
 
-    t = keras.layers.Embedding(vocab.title, model_cfg.embedding_dim, mask_zero=True,
+    t = RowEmbedding(vocab.title, model_cfg.embedding_dim, mask_zero=True,
                                name="title_embedding")(title)
     # Loops when the serving export is XLA-compiled (export.transformed_fn): XLA fuses the loop,
     # and unrolled the graph took far longer to compile per batch shape and ran slower at batch 1
@@ -77,7 +102,7 @@ def build_reference(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
     for i, units in enumerate(model_cfg.image_units):
         x = keras.layers.Dense(units, activation="relu", name=f"image_dense_{i}")(x)
 
-    h = keras.layers.Embedding(vocab.items, model_cfg.embedding_dim, mask_zero=True,
+    h = RowEmbedding(vocab.items, model_cfg.embedding_dim, mask_zero=True,
                                name="item_embedding")(history)
     h = keras.layers.LSTM(model_cfg.lstm_units, unroll=unroll, name="history_lstm")(h)
 
@@ -109,15 +134,15 @@ def compile_model(model: keras.Model, train_cfg: TrainConfig, replicas: int) -> 
 
     kind = LazyAdam if train_cfg.optimizer == "lazy_adam" else keras.optimizers.Adam
     optimizer = kind(learning_rate=scaled_learning_rate(train_cfg, replicas), global_clipnorm=train_cfg.clip_norm)
-    # tf_keras turns XLA off for optimizers without a GPU ("only benefits on GPU"). Not so for
-    # this model on CPU: Adam's update of the embedding tables (dense moment decay over every
-    # row, even for sparse gradients) runs several times faster compiled (docs/benchmarks.md);
-    # every replica pays it, so it decides how well the gang scales.
+    # Plain (not XLA-compiled) by default, also on CPU: LazyAdam's gathers and scatters run
+    # several times slower compiled, and so does dense Adam once no embedding penalty makes its
+    # gradients dense (docs/benchmarks.md). `train.xla_optimizer` turns compilation on.
     optimizer.jit_compile = train_cfg.xla_optimizer
     model.compile(
         optimizer=optimizer,
         loss=keras.losses.BinaryCrossentropy(),
         metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")],
     )
+    model.distribute_reduction_method = "first"     # see CTRModel
     return model
 

@@ -13,14 +13,18 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from components.train.embedding import gather_rows
+from components.train.sparse_gather import all_gather_sparse, can_pack
+
 
 @keras.saving.register_keras_serializable(package="reco_nightly")
 class LazyAdam(keras.optimizers.Adam):
     """`keras.optimizers.Adam` with a touched-rows-only update for `tf.IndexedSlices` gradients.
 
-    Only `update_step` is overridden: clipping (`global_clipnorm` etc.), cross-replica gradient
-    aggregation, XLA wrapping and distributed-variable handling stay the parent's, and so do the
-    slot variables ("m", "v" built by `Adam.build`), so checkpoints have plain Adam's layout.
+    `update_step` and the cross-replica aggregation of sparse gradients are overridden:
+    clipping (`global_clipnorm` etc.), the dense gradients' aggregation, XLA wrapping and
+    distributed-variable handling stay the parent's, and so do the slot variables ("m", "v"
+    built by `Adam.build`), so checkpoints have plain Adam's layout.
     `weight_decay` and `use_ema`, when set, still act on whole variables (parent code).
     """
 
@@ -28,6 +32,28 @@ class LazyAdam(keras.optimizers.Adam):
         super().__init__(*args, **kwargs)
         if self.amsgrad:
             raise ValueError("LazyAdam does not implement amsgrad; use keras.optimizers.Adam(amsgrad=True).")
+
+    def aggregate_gradients(self, grads_and_vars):
+        """Sum each sparse gradient's duplicate rows *before* the cross-worker exchange, and send
+        all sparse gradients together (sparse_gather.py); dense ones go the parent's way.
+
+        The parent all-gathers every (row, value) pair a batch produced and deduplicates after:
+        a 50-long history repeats an item's row many times per batch, and under MWMS each copy
+        crosses the network. Summing first sends each touched row once per worker.
+        """
+        grads_and_vars = list(grads_and_vars)
+        variables = [v for _, v in grads_and_vars]
+        grads = self._deduplicate_sparse_grad([g for g, _ in grads_and_vars])
+        ctx = tf.distribute.get_replica_context()
+        sparse = [k for k, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
+        if (ctx is None or ctx.num_replicas_in_sync == 1 or not sparse
+                or not can_pack([grads[k] for k in sparse])):
+            return super().aggregate_gradients(list(zip(grads, variables)))
+        dense = [k for k in range(len(grads)) if k not in sparse]
+        reduced = dict(zip(dense, super().aggregate_gradients([(grads[k], variables[k]) for k in dense])))
+        reduced.update(zip(sparse, zip(all_gather_sparse(ctx, [grads[k] for k in sparse]),
+                                       [variables[k] for k in sparse])))
+        return [reduced[k] for k in range(len(grads))]
 
     def update_step(self, gradient, variable):
         """Adam on the rows of a sparse gradient (duplicates summed); the parent's step otherwise."""
@@ -56,9 +82,9 @@ class LazyAdam(keras.optimizers.Adam):
         v = self._velocities[index]
         # beta*m + (1-beta)*g, written as Adam's dense step writes it (1 - beta as a Python float
         # too), so touched rows round exactly as plain Adam's do.
-        m_rows = tf.gather(m, rows)
+        m_rows = gather_rows(m, rows)
         m_rows += (grad - m_rows) * (1 - self.beta_1)
-        v_rows = tf.gather(v, rows)
+        v_rows = gather_rows(v, rows)
         v_rows += (tf.square(grad) - v_rows) * (1 - self.beta_2)
         m.scatter_update(tf.IndexedSlices(m_rows, rows))
         v.scatter_update(tf.IndexedSlices(v_rows, rows))

@@ -23,7 +23,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train import chief, export
-from components.train.callbacks import EpochProgress, ScalarSummaries, ThroughputMeter
+from components.train.callbacks import EpochProgress, ScalarSummaries, StepProfiler, ThroughputMeter
 from components.train.input import Split, make_dataset, read_split, worker_files
 from components.train.model import build_model, compile_model, global_batch_size, scaled_learning_rate
 from pipeline.config import Config, TrainConfig, from_dict
@@ -34,6 +34,7 @@ from pipeline.results import TrainResult
 log = logging.getLogger(__name__)
 
 PROGRESS_FILE = "progress.json"
+PROFILE_DIR = "profile"
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,9 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
             keras.callbacks.BackupAndRestore(str(paths.backup_dir), delete_checkpoint=False),
             progress, meter, summaries,
         ]
+        if config.train.profile_steps:
+            callbacks.append(StepProfiler(paths.train_dir / PROFILE_DIR / f"worker-{task.index}",
+                                          *config.train.profile_steps))
         fit_kwargs = {}
         if valid_split is not None:
             fit_kwargs = {"validation_data": _distributed(strategy, valid_split, config, global_batch, shuffle=False),
@@ -171,7 +175,8 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     initial = progress.initial_epoch if progress.initial_epoch is not None else config.train.epochs
-    return {"train_metrics": _fit_metrics(history.history),
+    timing = {"steady_examples_per_s": meter.steady_examples_per_s, "epoch_end_seconds": meter.epoch_end_seconds}
+    return {"train_metrics": {**_fit_metrics(history.history), **timing},
             "initial_epoch": initial, "examples_per_s": meter.examples_per_s,
             "train_seconds": time.time() - started}, summaries
 

@@ -85,3 +85,43 @@ def test_builds_and_stays_finite_under_mixed_precision():
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert out.dtype == np.float32 and np.isfinite(out).all()
+
+
+def test_attention_is_the_mlp_over_query_key_difference_and_product():
+    """The split-kernel computation is DIN's MLP over [q, k, q - k, q * k], with padding masked."""
+    from components.train.din import TargetAttention
+
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((3, 8)).astype(np.float32), rng.standard_normal((3, 5, 8)).astype(np.float32)
+    mask = np.array([[1, 1, 0, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], bool)
+    layer = TargetAttention(6)
+    got = layer(tf.constant(q), tf.constant(k), tf.constant(mask)).numpy()
+    assert [v.name for v in layer.variables] == [
+        "target_attention/att_hidden/kernel:0", "target_attention/att_hidden/bias:0",
+        "target_attention/att_score/kernel:0", "target_attention/att_score/bias:0"]
+    qb = np.broadcast_to(q[:, None, :], k.shape)
+    hidden = np.maximum(np.concatenate([qb, k, qb - k, qb * k], -1) @ layer.hidden.kernel.numpy()
+                        + layer.hidden.bias.numpy(), 0)
+    scores = (hidden @ layer.score.kernel.numpy())[..., 0] + layer.score.bias.numpy()
+    masked = np.where(mask, scores, -1e9)
+    weights = np.exp(masked - masked.max(-1, keepdims=True)) * mask
+    weights = weights / np.maximum(weights.sum(-1, keepdims=True), 1e-30)
+    np.testing.assert_allclose(got, (weights[..., None] * k).sum(1), atol=1e-5)
+    np.testing.assert_array_equal(got[2], 0)                 # no history: zeros
+
+
+def test_row_penalty_covers_the_looked_up_rows_once_and_keeps_the_gradient_sparse():
+    from components.train.embedding import RowEmbedding
+
+    layer = RowEmbedding(50, 4, l2=0.5)
+    ids = tf.constant([[3, 3, 7], [7, 0, 3]])
+    with tf.GradientTape() as tape:
+        out = layer(ids)
+        penalty = tf.add_n(layer.losses)
+    table = layer.embeddings.numpy()
+    np.testing.assert_allclose(out.numpy(), table[ids.numpy()])
+    np.testing.assert_allclose(float(penalty), 0.5 * (table[[0, 3, 7]] ** 2).sum(), rtol=1e-6)
+    grad = tape.gradient(penalty, layer.embeddings)
+    assert isinstance(grad, tf.IndexedSlices)                # not the whole table: LazyAdam stays lazy
+    assert sorted(set(grad.indices.numpy().tolist())) == [0, 3, 7]
+    np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy()[7], table[7], rtol=1e-6)   # 2 * 0.5 * w
