@@ -86,7 +86,7 @@ class ModelConfig:
     content_units: int = 32              # DIN content memory: projected image per item id
     content_weight: float = 0.1          # weight of its fitting loss beside the click loss
     dropout: float = 0.1
-    embedding_l2: float = 1e-6           # L2 on the id embeddings (rows seen once must not overfit)
+    embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
     serving_xla: bool = True             # export the model part XLA-compiled (TF Serving flag needed)
 
 
