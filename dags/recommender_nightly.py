@@ -10,6 +10,7 @@ import logging
 
 import pendulum
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
 
 from pipeline import orchestration as orch
 from pipeline.config import load_config
@@ -24,18 +25,25 @@ validate → preprocess (Beam + tf.Transform) → stage shards on local SSD → 
 launching all MultiWorkerMirroredStrategy workers) → evaluate against the **served** model →
 gate → push to TF Serving → summary.
 
-* **Data date D**: the logical date (a nightly run at 02:00 processes the day that just ended),
-  or the `run_date` param, or for a manual run without a logical date the day before `run_after`.
+* **Data date D**: the `run_date` param, else the day the run's data interval starts: the
+  nightly run at 02:00 processes the day that just ended, and a manual run (the form's Logical
+  Date defaults to now) the last *complete* day, the same D as the scheduled run before it.
   Training uses the `train_days` days before D; evaluation uses D itself.
+* **Unknown param keys** (a typo such as `epoch`) fail the run in `resolve_run`, before any work,
+  naming the key and the valid ones. Manual runs need the DAG unpaused (a paused DAG's runs stay
+  queued); unpausing also schedules the latest interval.
 * **Gate**: a NOT_BLESSED model skips the push; the run still succeeds and the `gate` and
   `summary` task logs say why. `force_push` needs a `force_reason`, recorded with the push.
 * **Backfills** (`airflow backfill create`) never replace a model trained on newer data.
-* Retries are safe: preprocess and push are idempotent, training resumes from its backup.
+* Retries only where they help: bad params, bad config and input data that fails validation
+  fail at once; anything else (a killed worker, I/O) retries, and retries are safe: preprocess
+  and push are idempotent, training resumes from its backup. Every failed try logs one
+  `RECO FAILED` line.
 """
 
 PARAMS = {
     "run_date": Param(None, type=["null", "string"], format="date",
-                      description="Data date D (YYYY-MM-DD). Empty: the logical date."),
+                      description="Data date D (YYYY-MM-DD). Empty: the last complete day of the run's data interval."),
     "train_days": Param(CONFIG.window.train_days, type="integer", minimum=1, maximum=90,
                         description="Days before D in the training window."),
     "epochs": Param(CONFIG.train.epochs, type="integer", minimum=1, maximum=100,
@@ -55,15 +63,30 @@ PARAMS = {
 }
 
 
-def _log_failure(context) -> None:
-    """One clear line for on-call: which run, which task, which try, what broke."""
+def _log_failure(context, retrying: bool = False) -> None:
+    """One clear line for on-call on every failed try: which run, task, try, what broke, and
+    whether Airflow retries it."""
     ti = context["ti"]
-    log.error("RECO FAILED dag=%s run=%s task=%s try=%s: %s", ti.dag_id, ti.run_id, ti.task_id,
-              ti.try_number, context.get("exception"))
+    log.error("RECO FAILED dag=%s run=%s task=%s try=%s%s: %s", ti.dag_id, ti.run_id, ti.task_id,
+              ti.try_number, " (will retry)" if retrying else "", context.get("exception"))
+
+
+def _log_retry(context) -> None:
+    _log_failure(context, retrying=True)
 
 
 def _spec(spec: dict) -> orch.RunSpec:
     return orch.RunSpec.from_dict(spec)
+
+
+def _no_retry_if_permanent(step):
+    """Run a task body; a failure no retry can change fails the task at once (no retry delay)."""
+    def body(*args):
+        try:
+            return step(*args)
+        except orch.permanent_errors() as err:
+            raise AirflowFailException(f"{type(err).__name__}: {err}") from err
+    return body
 
 
 @dag(
@@ -79,6 +102,7 @@ def _spec(spec: dict) -> orch.RunSpec:
         "retries": CONFIG.schedule.retries,
         "retry_delay": dt.timedelta(seconds=CONFIG.schedule.retry_delay_s),
         "on_failure_callback": _log_failure,
+        "on_retry_callback": _log_retry,
     },
 )
 def recommender_nightly():
@@ -87,34 +111,35 @@ def recommender_nightly():
         """Check the form's params and fix the data date; bad params fail here, before any work."""
         ctx = get_current_context()
         dag_run = ctx["dag_run"]
-        return orch.resolve_run(dict(ctx["params"]), dag_run.logical_date, dag_run.run_after,
-                                dag_run.run_id).to_dict()
+        resolve = _no_retry_if_permanent(orch.resolve_run)
+        return resolve(dict(ctx["params"]), dag_run.logical_date, dag_run.run_after,
+                       dag_run.run_id, dag_run.data_interval_start).to_dict()
 
     @task(execution_timeout=dt.timedelta(minutes=20))
     def validate(spec: dict) -> dict:
         """Partitions present, schemas right, row counts and label rate vs the day before."""
-        return orch.run_validate(_spec(spec))
+        return _no_retry_if_permanent(orch.run_validate)(_spec(spec))
 
     @task(execution_timeout=dt.timedelta(hours=2))
     def preprocess(spec: dict, _validated: dict) -> dict:
         """Beam + tf.Transform → transformed TFRecord shards (idempotent: reruns replace)."""
-        return orch.run_preprocess(_spec(spec))
+        return _no_retry_if_permanent(orch.run_preprocess)(_spec(spec))
 
     @task(execution_timeout=dt.timedelta(hours=1))
     def stage(spec: dict, _pre: dict) -> dict:
         """Copy each worker's shards to local SSD, verified and published atomically."""
-        return orch.run_stage(_spec(spec))
+        return _no_retry_if_permanent(orch.run_stage)(_spec(spec))
 
     @task(pool=CONFIG.schedule.training_pool,
           execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600))
     def train(spec: dict, _staged: dict) -> dict:
         """ONE task launches and supervises all workers (mapped tasks are not co-scheduled)."""
-        return orch.run_train(_spec(spec))
+        return _no_retry_if_permanent(orch.run_train)(_spec(spec))
 
     @task(execution_timeout=dt.timedelta(hours=1))
     def evaluate(spec: dict, _trained: dict) -> dict:
         """Candidate vs the version TF Serving serves now, on the day-D holdout."""
-        return orch.run_evaluate(_spec(spec))
+        return _no_retry_if_permanent(orch.run_evaluate)(_spec(spec))
 
     @task.short_circuit(ignore_downstream_trigger_rules=False, retries=0)
     def gate(spec: dict, evaluation: dict) -> bool:
@@ -126,7 +151,7 @@ def recommender_nightly():
     @task(execution_timeout=dt.timedelta(minutes=30))
     def push(spec: dict, _evaluation: dict) -> dict:
         """Atomic publish of a new version into TF Serving's model directory."""
-        return orch.run_push(_spec(spec))
+        return _no_retry_if_permanent(orch.run_push)(_spec(spec))
 
     @task(trigger_rule="none_failed", retries=0)
     def summary(spec: dict, preprocessed: dict, trained: dict, evaluation: dict) -> dict:

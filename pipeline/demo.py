@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     summaries, dag_seconds = [], 0.0
     for day in (end - dt.timedelta(days=1), end):
         log.info("running the nightly DAG for data date %s (log: %s)", day, logs / f"dag_{day}.log")
-        dag_seconds += airflow(f"airflow dags test {DAG_ID} {day.isoformat()}", logs / f"dag_{day}.log")
+        conf = json.dumps({"run_date": day.isoformat()})   # explicit D, whatever the schedule
+        dag_seconds += airflow(f"airflow dags test {DAG_ID} --conf '{conf}'", logs / f"dag_{day}.log")
         summaries.append(latest_summary(config, day))
     wall = time.perf_counter() - wall_start
     tasks = sum(task_seconds(config, dt.date.fromisoformat(s["run_date"])) for s in summaries)

@@ -14,6 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from pipeline.config import Config, ConfigError, load_config
 from pipeline.paths import RunPaths, parse_date
@@ -37,6 +38,15 @@ class ParamError(ValueError):
     """A run's form params are unusable; raised before any work, naming the param."""
 
 
+def permanent_errors() -> tuple[type[Exception], ...]:
+    """Failures a retry cannot change: bad params or config, and input data that fails its
+    checks (missing partitions, schema errors, drift). The DAG fails them at once, without
+    retries; anything else (a killed worker, I/O) is retried and resumes."""
+    from pipeline.contracts.inputs import ValidationError
+
+    return (ParamError, ConfigError, ValidationError)
+
+
 @dataclass(frozen=True)
 class RunSpec(StepResult):
     run_date: str
@@ -52,28 +62,41 @@ class RunSpec(StepResult):
         return config, RunPaths.for_run(config, self.run_date, self.run_id)
 
 
-def data_date(params: dict, logical_date: dt.datetime | None, run_after: dt.datetime | None) -> dt.date:
-    """The data date D of a run: the run-date param, else the logical date, else the day before run_after.
+RUN_PARAMS = frozenset({"run_date", "skip_push", "force_push", "force_reason", *PARAM_TO_CONFIG})
 
-    A scheduled run for the interval [D 02:00, D+1 02:00) has logical date D: it trains on the
-    days before D and evaluates on D, which is complete by then. A manual run triggered without
-    a logical date gets the last complete day before it was triggered.
+
+def data_date(params: dict, logical_date: dt.datetime | None, run_after: dt.datetime | None,
+              data_interval_start: dt.datetime | None = None, timezone: str = "UTC") -> dt.date:
+    """The data date D of a run: the run-date param, else the day its data interval starts on
+    (in the schedule's timezone), else the logical date, else the day before run_after.
+
+    A scheduled run for the interval [D 02:00, D+1 02:00) starts at D+1 02:00: it trains on the
+    days before D and evaluates on D, complete by then. For a manual run (the UI form pre-fills
+    Logical Date = now, `airflow dags test DAG <time>`, a REST trigger) Airflow infers the data
+    interval from the timetable: the last complete interval before that time, so a run
+    triggered at 06:09 on 12-01 gets D = 11-30, the same D as the scheduled run at 02:00 on
+    12-01 (never a half-written today).
     """
     if params.get("run_date"):
         try:
             return parse_date(params["run_date"])
         except ValueError as err:
             raise ParamError(f"param 'run_date': {err}") from err
+    if data_interval_start is not None:
+        return data_interval_start.astimezone(ZoneInfo(timezone)).date()
     if logical_date is not None:
         return logical_date.date()
     if run_after is not None:
         return (run_after - dt.timedelta(days=1)).date()
-    raise ParamError("param 'run_date': no run date, logical date or run_after to derive it from")
+    raise ParamError("param 'run_date': no run date, data interval, logical date or run_after to derive it from")
 
 
-def resolve_run(params: dict, logical_date, run_after, run_id: str) -> RunSpec:
+def resolve_run(params: dict, logical_date, run_after, run_id: str, data_interval_start=None) -> RunSpec:
     """Check the form's params and turn them into a RunSpec, before any work is done."""
-    run_date = data_date(params, logical_date, run_after)
+    unknown = sorted(set(params) - RUN_PARAMS)
+    if unknown:
+        raise ParamError(f"unknown param(s) {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(RUN_PARAMS))}")
+    run_date = data_date(params, logical_date, run_after, data_interval_start, load_config().schedule.timezone)
     if params.get("force_push") and not (params.get("force_reason") or "").strip():
         raise ParamError("param 'force_reason': required when force_push is true")
     if params.get("force_push") and params.get("skip_push"):

@@ -1,10 +1,68 @@
 #!/usr/bin/env bash
-# `make airflow`: the Airflow UI on the project's dags folder, to trigger runs from the form.
+# `make airflow`: a local Airflow (scheduler, dag-processor, triggerer, api-server) on the project's
+# dags folder, safe by default:
+#   - the UI/API listens on 127.0.0.1 only (RECO_AIRFLOW_HOST / RECO_AIRFLOW_PORT to change);
+#   - no log servers: `airflow standalone` would start them on every interface; with one machine
+#     the UI reads task logs from $AIRFLOW_HOME/logs directly;
+#   - a real login: the simple auth manager with one admin whose generated password is in the
+#     file printed below (never "everyone is admin");
+#   - executor parallelism sized to the machine's cores, not Airflow's 32;
+#   - Ctrl-C or SIGTERM stops every process it started (each runs in this script's process group).
+# Not `airflow standalone`: it binds 0.0.0.0, ignores SIGINT when backgrounded, and SIGTERM to it
+# alone leaves its children running.
 set -euo pipefail
 source "$(dirname "$0")/airflow_env.sh"
+
+HOST="${RECO_AIRFLOW_HOST:-127.0.0.1}"
+PORT="${RECO_AIRFLOW_PORT:-8080}"
+CORES="$(nproc 2>/dev/null || echo 2)"
+export AIRFLOW__API__HOST="$HOST"
+export AIRFLOW__API__PORT="$PORT"
+export AIRFLOW__API__BASE_URL="http://$HOST:$PORT"
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://$HOST:$PORT/execution/"
+export AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=False
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${RECO_AIRFLOW_USER:-admin}:admin"
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
+export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-$CORES}"
+export AIRFLOW__API__WORKERS="${AIRFLOW__API__WORKERS:-1}"
+
 reco_airflow_init
-export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS:-True}"
-echo "Airflow UI: http://localhost:8080  (login: none needed, every user is admin in this local setup;"
-echo "set AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=False to get the generated admin password in"
-echo "$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated). DAG: recommender_nightly (unpause it to schedule)."
-exec airflow standalone
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo "stopping Airflow (pids ${pids[*]:-none})"
+  # TERM first; anything still alive after the grace period (TF workers ignore TERM) is KILLed.
+  for pid in "${pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 20); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.5
+  done
+  for pid in "${pids[@]}"; do pkill -KILL -P "$pid" 2>/dev/null || true; kill -KILL "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+mkdir -p "$AIRFLOW_HOME/logs"
+start() {  # name, then the airflow command
+  local name="$1"; shift
+  airflow "$@" >"$AIRFLOW_HOME/logs/$name.log" 2>&1 &
+  pids+=("$!")
+}
+start api-server api-server --host "$HOST" --port "$PORT"
+start scheduler scheduler --skip-serve-logs
+start dag-processor dag-processor
+start triggerer triggerer --skip-serve-logs
+
+echo "Airflow UI: http://$HOST:$PORT  (listening on $HOST only)"
+echo "login: ${RECO_AIRFLOW_USER:-admin}, password in $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE (written at first start)"
+echo "logs: $AIRFLOW_HOME/logs/{api-server,scheduler,dag-processor,triggerer}.log; Ctrl-C stops everything."
+echo "DAG: recommender_nightly. Unpause it before triggering: runs of a paused DAG stay queued."
+
+# Any component that exits takes the whole set down: a half-running Airflow only confuses.
+wait -n "${pids[@]}" || true
+echo "an Airflow component exited; see $AIRFLOW_HOME/logs" >&2
+exit 1

@@ -45,7 +45,9 @@ def e2e(tmp_path_factory):
 
 def dags_test(e2e, day: dt.date, conf: dict | None = None, expect_success: bool = True) -> str:
     _, env, root = e2e
-    cmd = ["airflow", "dags", "test", "recommender_nightly", day.isoformat()]
+    # The time the nightly run for D starts (D+1 02:00, the tiny config's cron in UTC): Airflow
+    # infers the run's data interval [D 02:00, D+1 02:00) and the run takes D from it.
+    cmd = ["airflow", "dags", "test", "recommender_nightly", f"{day + dt.timedelta(days=1)}T02:00:00+00:00"]
     if conf:
         cmd += ["--conf", json.dumps(conf)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)

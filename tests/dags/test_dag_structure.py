@@ -82,6 +82,7 @@ def test_form_refuses_out_of_range_params(nightly, param, value):
         ({"run_date": "08/11/2026"}, "param 'run_date'"),
         ({"workers": 0}, "param 'workers'"),
         ({"min_auc": 3}, "param 'min_auc'"),
+        ({"epoch": 1}, r"unknown param\(s\) 'epoch'; valid: .*\bepochs\b"),
     ],
 )
 def test_resolve_run_refuses_bad_params_naming_them(params, message):
@@ -89,11 +90,37 @@ def test_resolve_run_refuses_bad_params_naming_them(params, message):
         orch.resolve_run(params, pendulum.datetime(2026, 11, 4, tz="UTC"), None, "manual__x")
 
 
-def test_data_date_falls_back_from_param_to_logical_date_to_run_after():
+def test_data_date_falls_back_from_param_to_data_interval_to_logical_date_to_run_after():
     logical, after = pendulum.datetime(2026, 11, 4, 2, tz="UTC"), pendulum.datetime(2026, 11, 9, 12, tz="UTC")
-    assert orch.data_date({"run_date": "2026-11-01"}, logical, after) == dt.date(2026, 11, 1)
+    start = pendulum.datetime(2026, 11, 3, 2, tz="UTC")
+    assert orch.data_date({"run_date": "2026-11-01"}, logical, after, start) == dt.date(2026, 11, 1)
+    assert orch.data_date({"run_date": None}, logical, after, start) == dt.date(2026, 11, 3)
     assert orch.data_date({"run_date": None}, logical, after) == dt.date(2026, 11, 4)
     assert orch.data_date({}, None, after) == dt.date(2026, 11, 8)
+    # The interval starts at 02:00 in the schedule's zone: 01:00 UTC on 11-03 is 11-03 in Berlin.
+    berlin = pendulum.datetime(2026, 11, 3, 2, tz="Europe/Berlin")
+    assert orch.data_date({}, None, None, berlin.in_tz("UTC"), "Europe/Berlin") == dt.date(2026, 11, 3)
+
+
+def test_manual_run_now_gets_the_last_complete_interval_like_the_scheduled_run(nightly):
+    """The UI form pre-fills Logical Date = now: Airflow infers the data interval from the
+    timetable, and D is the day that interval starts, the same D the 02:00 run used."""
+    from airflow.timetables.base import DataInterval
+    from airflow.timetables.interval import CronDataIntervalTimetable as SchedulerTimetable
+
+    timetable = SchedulerTimetable(nightly.timetable.expression, nightly.timetable.timezone)
+    triggered = pendulum.datetime(2026, 12, 1, 6, 9, tz="UTC")
+    interval = timetable.infer_manual_data_interval(run_after=triggered)
+    assert orch.data_date({}, triggered, triggered, interval.start) == dt.date(2026, 11, 30)
+    last = DataInterval(pendulum.datetime(2026, 11, 29, 2, tz="UTC"), pendulum.datetime(2026, 11, 30, 2, tz="UTC"))
+    scheduled = timetable.next_dagrun_info(last_automated_data_interval=last, restriction=_unrestricted())
+    assert scheduled.run_after == pendulum.datetime(2026, 12, 1, 2, tz="UTC")
+    assert orch.data_date({}, scheduled.logical_date, scheduled.run_after,
+                          scheduled.data_interval.start) == dt.date(2026, 11, 30)
+
+
+def test_the_dag_params_are_the_ones_resolve_run_accepts(nightly):
+    assert set(nightly.params.keys()) == orch.RUN_PARAMS
 
 
 def test_resolve_run_turns_params_into_config_overrides():
@@ -160,3 +187,29 @@ print(json.dumps(out))
     assert "resolve_run" in pre["arguments"][1] and "/airflow/xcom/return.json" in train["arguments"]
     assert train["pool"] == "training" and train["upstream"] == ["stage"]
     assert pre["env"]["TF_USE_LEGACY_KERAS"] == "1" and "RECO__DATA__SERVING_BASE" in pre["env"]
+
+
+@pytest.mark.parametrize("error", [orch.ParamError("param 'x'"), None])
+def test_failures_a_retry_cannot_change_fail_at_once_and_others_retry(dag_file, error):
+    import importlib.util
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from pipeline.contracts.inputs import ValidationError
+
+    spec = importlib.util.spec_from_file_location("nightly_module", dag_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    permanent = error or ValidationError(["2026-11-05: missing partition events"])
+
+    def broken(_):
+        raise permanent
+
+    with pytest.raises(AirflowFailException, match=type(permanent).__name__):   # no retry
+        module._no_retry_if_permanent(broken)(None)
+
+    def killed_worker(_):
+        raise RuntimeError("worker-1 exited with code -9")
+
+    with pytest.raises(RuntimeError, match="code -9"):                          # retried by Airflow
+        module._no_retry_if_permanent(killed_worker)(None)
