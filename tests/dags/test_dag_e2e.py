@@ -1,8 +1,10 @@
 """End to end through real Airflow: `airflow dags test` on a temp SQLite home, tiny generated data.
 
-Order matters and is the story on-call lives through: a first model is served; a day whose
-labels carry no signal is NOT_BLESSED and the push is skipped while the run succeeds; a backfill
-of an older date produces its own outputs but never replaces the model trained on newer data.
+The story on-call lives through: a first model is served; a day whose labels carry no signal
+is NOT_BLESSED and the push is skipped while the run succeeds; a backfill of an older date
+produces its own outputs but never replaces the model trained on newer data. Each test builds
+the state it needs through the `served` fixture (the first run, done once per module), so any
+of them passes alone (`-k`) as well as together, in any order.
 """
 from __future__ import annotations
 
@@ -64,10 +66,15 @@ def summary_of(config, day: dt.date) -> dict:
     return json.loads(found[0].read_text())
 
 
-def test_first_run_serves_a_model(e2e):
-    config = e2e[0]
+@pytest.fixture(scope="module")
+def served(e2e) -> dict:
+    """The first nightly run, which serves version 1: what the other runs are judged against."""
     dags_test(e2e, SERVED_DAY)
-    summary = summary_of(config, SERVED_DAY)
+    return summary_of(e2e[0], SERVED_DAY)
+
+
+def test_first_run_serves_a_model(e2e, served):
+    config, summary = e2e[0], served
     assert summary["blessed"] and summary["pushed"], summary
     assert summary["baseline_version"] is None and summary["served_version"] == 1
     assert summary["train_examples"] > 3000 and summary["candidate_auc"] > 0.55
@@ -79,7 +86,7 @@ def test_first_run_serves_a_model(e2e):
     assert Path(summary["report"]).exists() and Path(summary["tensorboard"]).exists()
 
 
-def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e):
+def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e, served):
     config = e2e[0]
     log = dags_test(e2e, SHUFFLED_DAY)
     summary = summary_of(config, SHUFFLED_DAY)
@@ -90,7 +97,7 @@ def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e):
     assert "starting task_id=summary" in log
 
 
-def test_backfilled_older_date_never_replaces_the_newer_model(e2e):
+def test_backfilled_older_date_never_replaces_the_newer_model(e2e, served):
     config = e2e[0]
     # Only a chance-level absolute gate, so the candidate is BLESSED and the push policy itself must
     # refuse. (Against the served model it would lose anyway: day D-1 is inside that model's training
