@@ -43,20 +43,18 @@ BOUND_STEPS = 30
 ZIPF_S = 1.1
 
 
-def ranked_ids(rng: np.random.Generator, size: int, high: int, ids: str) -> np.ndarray:
-    """Ids in [1, high): "zipf" draws id k with probability ~ 1/k^ZIPF_S, "uniform" evenly.
+def ranked_ids(rng: np.random.Generator, size: int, high: int) -> np.ndarray:
+    """Ids in [1, high), id k drawn with probability ~ 1/k^ZIPF_S.
 
     tf.Transform's vocabularies are sorted by frequency, so a transformed id is a frequency rank:
     small ids are the frequent tokens and items. Zipf's law is the usual shape of both word and
-    item-popularity ranks; "uniform" is the worst case for sparse updates (every id as rare).
+    item-popularity ranks (uniform ids would be the worst case for sparse updates).
     """
-    if ids == "uniform":
-        return rng.integers(1, high, size)
     weights = 1.0 / np.arange(1, high, dtype=np.float64) ** ZIPF_S
     return rng.choice(np.arange(1, high), size=size, p=weights / weights.sum())
 
 
-def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int = 0, ids: str = "zipf") -> None:
+def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int = 0) -> None:
     import tensorflow as tf
 
     from components.train.model import VocabSizes
@@ -69,16 +67,16 @@ def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int
     for _ in range(UNIQUE):
         title = np.zeros(model_cfg.title_len, np.int64)
         words = rng.integers(3, model_cfg.title_len + 1)
-        title[:words] = ranked_ids(rng, words, title_hi, ids)
+        title[:words] = ranked_ids(rng, words, title_hi)
         history = np.zeros(model_cfg.history_len, np.int64)
         n = rng.integers(0, model_cfg.history_len + 1)
-        history[model_cfg.history_len - n:] = ranked_ids(rng, n, item_hi, ids)
+        history[model_cfg.history_len - n:] = ranked_ids(rng, n, item_hi)
         feature = {
             F.TITLE_IDS: tf.train.Feature(int64_list=tf.train.Int64List(value=title)),
             F.IMAGE_Z: tf.train.Feature(float_list=tf.train.FloatList(
                 value=rng.standard_normal(F.IMAGE_DIM).astype(np.float32))),
             F.HISTORY_IDS: tf.train.Feature(int64_list=tf.train.Int64List(value=history)),
-            F.TARGET_ID: tf.train.Feature(int64_list=tf.train.Int64List(value=ranked_ids(rng, 1, item_hi, ids))),
+            F.TARGET_ID: tf.train.Feature(int64_list=tf.train.Int64List(value=ranked_ids(rng, 1, item_hi))),
             **{name: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(rng.integers(1, hi))]))
                for name, hi in ((F.USER_BUCKET, vocab.users), (F.PLATFORM_ID, 4),
                                 (F.HOUR_ID, 25))},

@@ -32,7 +32,6 @@ class ThroughputMeter(keras.callbacks.Callback):
     def __init__(self, global_batch: int):
         super().__init__()
         self.global_batch = global_batch
-        self.steps = 0
         self._start: float | None = None
         self.seconds = 0.0
         self.step_seconds: list[float] = []
@@ -55,10 +54,13 @@ class ThroughputMeter(keras.callbacks.Callback):
         if self._start is None:
             self._start = now
         else:
-            self.steps += 1
             self.step_seconds.append(now - self._batch_start)
         self._last_end = now
         self.seconds = now - self._start
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_seconds)
 
     @property
     def examples_per_s(self) -> float:

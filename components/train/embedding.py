@@ -40,9 +40,15 @@ class RowEmbedding(keras.layers.Embedding):
     def call(self, inputs):
         ids = inputs if inputs.dtype in (tf.int32, tf.int64) else tf.cast(inputs, tf.int32)
         if self.l2:
-            rows, _ = tf.unique(tf.reshape(ids, [-1]))
-            self.add_loss(self.l2 * tf.reduce_sum(tf.square(gather_rows(self.embeddings, rows))))
-        out = gather_rows(self.embeddings, ids)
+            # One read of the table's distinct rows serves the penalty and the lookup, and the
+            # gradient then holds each row once.
+            rows, positions = tf.unique(tf.reshape(ids, [-1]))
+            vectors = gather_rows(self.embeddings, rows)
+            self.add_loss(self.l2 * tf.reduce_sum(tf.square(vectors)))
+            out = tf.reshape(tf.gather(vectors, positions), tf.concat([tf.shape(ids), [self.output_dim]], 0))
+            out.set_shape(ids.shape.concatenate([self.output_dim]))
+        else:
+            out = gather_rows(self.embeddings, ids)
         if self.compute_dtype != self.variable_dtype:
             out = tf.cast(out, self.compute_dtype)
         return out

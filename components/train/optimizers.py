@@ -42,12 +42,13 @@ class LazyAdam(keras.optimizers.Adam):
         crosses the network. Summing first sends each touched row once per worker.
         """
         grads_and_vars = list(grads_and_vars)
+        ctx = tf.distribute.get_replica_context()
+        if ctx is None or ctx.num_replicas_in_sync == 1:     # nothing crosses: apply_gradients dedups
+            return super().aggregate_gradients(grads_and_vars)
         variables = [v for _, v in grads_and_vars]
         grads = self._deduplicate_sparse_grad([g for g, _ in grads_and_vars])
-        ctx = tf.distribute.get_replica_context()
         sparse = [k for k, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
-        if (ctx is None or ctx.num_replicas_in_sync == 1 or not sparse
-                or not can_pack([grads[k] for k in sparse])):
+        if not sparse or not can_pack([grads[k] for k in sparse]):
             return super().aggregate_gradients(list(zip(grads, variables)))
         dense = [k for k in range(len(grads)) if k not in sparse]
         reduced = dict(zip(dense, super().aggregate_gradients([(grads[k], variables[k]) for k in dense])))
