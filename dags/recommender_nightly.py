@@ -9,11 +9,23 @@ import datetime as dt
 import logging
 
 import pendulum
-from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from airflow.sdk import (
+    AsyncCallback,
+    CronDataIntervalTimetable,
+    DeadlineAlert,
+    DeadlineReference,
+    Param,
+    dag,
+    get_current_context,
+    task,
+)
 from airflow.sdk.exceptions import AirflowFailException
 
+from pipeline import assets
 from pipeline import orchestration as orch
+from pipeline.approval import ForcedPushApproval
 from pipeline.config import load_config
+from pipeline.data_landed import WaitForData
 
 log = logging.getLogger(__name__)
 CONFIG = load_config()  # a YAML read, no database: safe at parse time
@@ -21,9 +33,10 @@ CONFIG = load_config()  # a YAML read, no database: safe at parse time
 DOC = """
 ### Nightly recommender retraining
 
-validate → preprocess (Beam + tf.Transform) → stage shards on local SSD → train (one task
-launching all MultiWorkerMirroredStrategy workers) → evaluate against the **served** model →
-gate → push to TF Serving → summary.
+wait for the data's `_SUCCESS` markers → validate → preprocess (Beam + tf.Transform) → stage
+shards on local SSD → train (one task launching all MultiWorkerMirroredStrategy workers) →
+evaluate against the **served** model → gate → approval of a forced push → push to TF Serving →
+summary.
 
 * **Data date D**: the `run_date` param, else the day the run's data interval starts: the
   nightly run at 02:00 processes the day that just ended, and a manual run (the form's Logical
@@ -32,8 +45,16 @@ gate → push to TF Serving → summary.
 * **Unknown param keys** (a typo such as `epoch`) fail the run in `resolve_run`, before any work,
   naming the key and the valid ones. Manual runs need the DAG unpaused (a paused DAG's runs stay
   queued); unpausing also schedules the latest interval.
+* **Data landed**: `wait_for_data` defers (no worker slot held) until every partition the run
+  reads has its `_SUCCESS` marker, and fails naming the missing ones `schedule.data_wait_h` hours
+  after the data date ended; a run of a long-past date does not wait (validate checks its files).
 * **Gate**: a NOT_BLESSED model skips the push; the run still succeeds and the `gate` and
-  `summary` task logs say why. `force_push` needs a `force_reason`, recorded with the push.
+  `summary` task logs say why. `force_push` needs a `force_reason` and, unless
+  `push.force_needs_approval` is off, an Approve in **Required Actions** (`approve_forced_push`,
+  which shows the gate's reasons); Reject or no answer in `push.approval_timeout_s` skips the push.
+* **Assets**: the raw partitions, the transformed examples and the served model
+  (`reco_served_model`, emitted only when a version is published, with its version, data date,
+  AUC and blessing in the event's extra) for downstream DAGs to schedule on.
 * **Backfills** (`airflow backfill create`) never replace a model trained on newer data.
 * Retries only where they help: bad params, bad config and input data that fails validation
   fail at once; anything else (a killed worker, I/O) retries, and retries are safe: preprocess
@@ -79,6 +100,14 @@ def _spec(spec: dict) -> orch.RunSpec:
     return orch.RunSpec.from_dict(spec)
 
 
+def _deadline() -> DeadlineAlert | None:
+    minutes = CONFIG.schedule.serve_deadline_minutes
+    if minutes is None:
+        return None
+    return DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=dt.timedelta(minutes=minutes),
+                         callback=AsyncCallback("pipeline.alerts.serve_deadline_missed", kwargs={"minutes": minutes}))
+
+
 def _no_retry_if_permanent(step):
     """Run a task body; a failure no retry can change fails the task at once (no retry delay)."""
     def body(*args):
@@ -98,6 +127,7 @@ def _no_retry_if_permanent(step):
     params=PARAMS,
     doc_md=DOC,
     tags=["recommender", "training"],
+    deadline=_deadline(),
     default_args={
         "retries": CONFIG.schedule.retries,
         "retry_delay": dt.timedelta(seconds=CONFIG.schedule.retry_delay_s),
@@ -115,15 +145,18 @@ def recommender_nightly():
         return resolve(dict(ctx["params"]), dag_run.logical_date, dag_run.run_after,
                        dag_run.run_id, dag_run.data_interval_start).to_dict()
 
-    @task(execution_timeout=dt.timedelta(minutes=20))
+    @task(execution_timeout=dt.timedelta(minutes=20), inlets=[assets.raw_events(CONFIG), assets.raw_items(CONFIG)])
     def validate(spec: dict) -> dict:
         """Partitions present, schemas right, row counts and label rate vs the day before."""
         return _no_retry_if_permanent(orch.run_validate)(_spec(spec))
 
-    @task(execution_timeout=dt.timedelta(hours=2))
+    @task(execution_timeout=dt.timedelta(hours=2), outlets=[assets.examples(CONFIG)])
     def preprocess(spec: dict, _validated: dict) -> dict:
         """Beam + tf.Transform → transformed TFRecord shards (idempotent: reruns replace)."""
-        return _no_retry_if_permanent(orch.run_preprocess)(_spec(spec))
+        result = _no_retry_if_permanent(orch.run_preprocess)(_spec(spec))
+        get_current_context()["outlet_events"][assets.examples(CONFIG)].extra = \
+            assets.examples_extra(spec["run_date"], result)
+        return result
 
     @task(execution_timeout=dt.timedelta(hours=1))
     def stage(spec: dict, _pre: dict) -> dict:
@@ -136,7 +169,7 @@ def recommender_nightly():
         """ONE task launches and supervises all workers (mapped tasks are not co-scheduled)."""
         return _no_retry_if_permanent(orch.run_train)(_spec(spec))
 
-    @task(execution_timeout=dt.timedelta(hours=1))
+    @task(execution_timeout=dt.timedelta(hours=1), inlets=[assets.served_model(CONFIG)])
     def evaluate(spec: dict, _trained: dict) -> dict:
         """Candidate vs the version TF Serving serves now, on the day-D holdout."""
         return _no_retry_if_permanent(orch.run_evaluate)(_spec(spec))
@@ -148,10 +181,17 @@ def recommender_nightly():
         log.info("GATE %s", reason)
         return go
 
-    @task(execution_timeout=dt.timedelta(minutes=30))
-    def push(spec: dict, _evaluation: dict) -> dict:
-        """Atomic publish of a new version into TF Serving's model directory."""
-        return _no_retry_if_permanent(orch.run_push)(_spec(spec))
+    @task(execution_timeout=dt.timedelta(minutes=30), outlets=[assets.SERVED_MODEL_ALIAS])
+    def push(spec: dict, evaluation: dict) -> dict:
+        """Atomic publish of a new version into TF Serving's model directory; announces it as
+        the served-model asset event."""
+        ctx = get_current_context()
+        approval = ctx["ti"].xcom_pull(task_ids="approve_forced_push")
+        result = _no_retry_if_permanent(orch.run_push)(orch.with_approval(_spec(spec), approval))
+        extra = assets.served_model_extra(spec["run_date"], evaluation, result)
+        if extra:
+            ctx["outlet_events"][assets.SERVED_MODEL_ALIAS].add(assets.served_model(CONFIG), extra=extra)
+        return result
 
     @task(trigger_rule="none_failed", retries=0)
     def summary(spec: dict, preprocessed: dict, trained: dict, evaluation: dict) -> dict:
@@ -163,7 +203,12 @@ def recommender_nightly():
         return orch.summarize(_spec(spec), results, reason)
 
     spec = resolve_run()
+    waited = WaitForData(task_id="wait_for_data", spec_task_id="resolve_run", retries=0,
+                         wait_h=CONFIG.schedule.data_wait_h, poke_s=CONFIG.schedule.data_poke_s,
+                         timezone=CONFIG.schedule.timezone,
+                         doc_md="Defers until the run's partitions have their _SUCCESS markers.")
     validated = validate(spec)
+    spec >> waited >> validated
     if CONFIG.train.backend == "kubernetes":   # heavy steps as pods, same CLIs and image
         from pipeline import k8s_operators
 
@@ -183,8 +228,13 @@ def recommender_nightly():
         trained = train(spec, staged)
     evaluation = evaluate(spec, trained)
     gated = gate(spec, evaluation)
+    approved = ForcedPushApproval(
+        task_id="approve_forced_push", spec_task_id="resolve_run", eval_task_id="evaluate", retries=0,
+        enabled=CONFIG.push.force_needs_approval,
+        response_timeout=dt.timedelta(seconds=CONFIG.push.approval_timeout_s),
+        doc_md="Waits for Approve in Required Actions when a NOT_BLESSED model is forced.")
     pushed = push(spec, evaluation)
-    gated >> pushed
+    gated >> approved >> pushed
     pushed >> summary(spec, preprocessed, trained, evaluation)
 
 

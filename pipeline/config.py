@@ -101,6 +101,7 @@ class TrainConfig:
     backend: str = "local"               # "local" processes or "kubernetes" pods
     startup_timeout_s: float = 120.0     # peers that never arrive fail the gang
     kill_grace_s: float = 5.0            # SIGTERM -> SIGKILL escalation
+    progress_timeout_s: float = 600.0    # no heartbeat, or no step while fitting, this long: stop (0: off)
     timeout_s: float = 3600.0
     image: str = "reco-worker:latest"    # container image for the kubernetes backend
     namespace: str = "default"
@@ -146,6 +147,8 @@ class PushConfig:
     warmup_batch_sizes: tuple[int, ...] = (1,)  # shapes compiled at load (XLA export compile: docs/benchmarks.md)
     verify_tolerance: float = 1e-5   # max |served - evaluated| probability on the same examples
     verify_timeout_s: float = 300.0  # the fresh verification process
+    force_needs_approval: bool = True  # a forced push waits for Approve in Airflow's Required Actions
+    approval_timeout_s: float = 14_400.0  # no answer by then: Reject (no push)
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,9 @@ class ScheduleConfig:
     training_pool_slots: int = 1
     retries: int = 1
     retry_delay_s: float = 120.0
+    data_wait_h: float = 8.0                # wait for _SUCCESS markers until D ends + this (0: never wait)
+    data_poke_s: float = 60.0               # how often the triggerer looks for them
+    serve_deadline_minutes: int | None = None  # Deadline Alert after the run is queued (experimental)
 
 
 @dataclass(frozen=True)

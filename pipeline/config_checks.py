@@ -29,6 +29,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.startup_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
     "train.kill_grace_s": (lambda v: v >= 0, "a float >= 0 (seconds)"),
     "train.timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "train.progress_timeout_s": (lambda v: v >= 0, "a float >= 0 (seconds; 0 = no progress deadline)"),
     "train.profile_steps": (lambda v: not v or (len(v) == 2 and 0 <= v[0] < v[1]),
                             "empty or [first, last] steps with 0 <= first < last"),
     "train.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
@@ -46,6 +47,10 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "push.warmup_requests": (lambda v: v >= 1, "an int >= 1"),
     "push.warmup_batch_sizes": (lambda v: len(v) >= 1 and min(v) >= 1, "a non-empty list of ints >= 1"),
     "push.verify_tolerance": (lambda v: v > 0, "a float > 0"),
+    "push.approval_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "schedule.data_wait_h": (lambda v: v >= 0, "a float >= 0 (hours after the data date ends; 0 = never wait)"),
+    "schedule.data_poke_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "schedule.serve_deadline_minutes": (lambda v: v is None or v >= 1, "null (off) or an int >= 1"),
     "eval.batch_size": (lambda v: v >= 1, "an int >= 1"),
     "eval.bootstrap_samples": (lambda v: v >= 0, "an int >= 0 (0 = no bootstrap)"),
 }

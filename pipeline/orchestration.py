@@ -7,6 +7,7 @@ step results as JSON dicts: paths, counts and metrics, never data.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -160,6 +161,15 @@ def gate(spec: RunSpec, evaluation: dict) -> tuple[bool, str]:
     if spec.force_push:
         return True, f"NOT_BLESSED but force_push: {spec.force_reason}"
     return False, "NOT_BLESSED: " + "; ".join(result.reasons)
+
+
+def with_approval(spec: RunSpec, approval: dict | None) -> RunSpec:
+    """The spec whose recorded force reason names who approved the forced push (if anyone did)."""
+    if not (spec.force_push and approval and approval.get("chosen_options") == ["Approve"]):
+        return spec
+    user = approval.get("responded_by_user") or {}
+    who = user.get("name") or user.get("id") or "unknown user"
+    return dataclasses.replace(spec, force_reason=f"{spec.force_reason} (approved by {who})")
 
 
 def run_push(spec: RunSpec) -> dict:

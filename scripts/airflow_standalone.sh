@@ -32,7 +32,8 @@ reco_airflow_init
 pids=()
 stop() {
   trap - INT TERM EXIT
-  echo "stopping Airflow (pids ${pids[*]:-none})"
+  trap '' PIPE   # whoever read our output may be gone (a killed terminal or test): still stop all
+  echo "stopping Airflow (pids ${pids[*]:-none})" 2>/dev/null || true
   # TERM first; anything still alive after the grace period (TF workers ignore TERM) is KILLed.
   for pid in "${pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 1 20); do

@@ -5,6 +5,9 @@ and the items snapshot of the eval day or else the latest one before it (catalog
 slowly). Validate, preprocess and evaluate all resolve their inputs here, so they never
 disagree on which snapshot a run uses. A file whose footer cannot be read (truncated, not
 Parquet) is a problem naming the file, not a pyarrow traceback.
+
+A writer marks a finished partition with an empty `_SUCCESS` file (Hadoop's convention, also
+written by Spark and the generator); the DAG's data-landed wait trusts only marked partitions.
 """
 from __future__ import annotations
 
@@ -65,6 +68,34 @@ class Inputs:
     @property
     def item_rows(self) -> int:
         return self.rows(self.items)
+
+
+SUCCESS_MARKER = "_SUCCESS"
+
+
+def mark_landed(folder: Path) -> None:
+    """Mark a partition complete: written last, after every data file is closed."""
+    (folder / SUCCESS_MARKER).touch()
+
+
+def unlanded_partitions(paths: RunPaths) -> list[str]:
+    """The partitions a run still waits for: each events partition of the training window and
+    the eval day without its marker, and the eval day's items snapshot when it exists unmarked
+    (still being written; with none for that day, the latest marked earlier one serves)."""
+    waiting = [f"events ds={day}" for day in [*paths.train_dates, paths.eval_date]
+               if not (paths.events_dir(day) / SUCCESS_MARKER).exists()]
+    items_today = paths.items_dir(paths.eval_date)
+    if items_today.is_dir() and not (items_today / SUCCESS_MARKER).exists():
+        waiting.append(f"items ds={paths.eval_date}")
+    elif not items_today.is_dir() and not _marked_items_before(paths.raw_root, paths.eval_date):
+        waiting.append(f"items ds<={paths.eval_date}")
+    return waiting
+
+
+def _marked_items_before(raw_root: Path, day: dt.date) -> bool:
+    root = raw_root / "items"
+    return any((child / SUCCESS_MARKER).exists() for child in (root.iterdir() if root.is_dir() else [])
+               if (match := _DS.match(child.name)) and dt.date.fromisoformat(match.group(1)) < day)
 
 
 def parquet_files(folder: Path) -> list[Path]:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.contracts import features as F
+from pipeline.contracts import inputs
 from pipeline.datagen import faults as faults_mod
 from pipeline.datagen.world import World, WorldSpec
 from pipeline.paths import events_partition, items_partition
@@ -105,6 +106,7 @@ class _Catalog:
         idx = self.launched(offset)
         out_dir = items_partition(raw_root, day)
         out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / inputs.SUCCESS_MARKER).unlink(missing_ok=True)
         rng = np.random.default_rng([self.world.spec.seed, 4, day.toordinal()])
         writer = None
         for block in range(0, len(idx), 4096):
@@ -116,6 +118,7 @@ class _Catalog:
             writer.write_table(table)
         if writer is not None:
             writer.close()
+        inputs.mark_landed(out_dir)
         return len(idx)
 
     def _items_table(self, idx: np.ndarray) -> pa.Table:
@@ -135,8 +138,8 @@ def _write_events(raw_root: Path, day: dt.date, world: World, launched: np.ndarr
                   total: int, day_faults: list) -> tuple[int, int]:
     out_dir = events_partition(raw_root, day)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("part-*.parquet"):
-        stale.unlink()
+    for stale in [*out_dir.glob("part-*.parquet"), out_dir / inputs.SUCCESS_MARKER]:
+        stale.unlink(missing_ok=True)
     allowed = np.zeros(world.spec.items, dtype=bool)
     allowed[launched] = True
     writer, part, in_part, clicks = None, 0, 0, 0
@@ -156,6 +159,7 @@ def _write_events(raw_root: Path, day: dt.date, world: World, launched: np.ndarr
         in_part += table.num_rows
     if writer is not None:
         writer.close()
+    inputs.mark_landed(out_dir)
     return total, clicks
 
 

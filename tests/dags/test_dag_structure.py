@@ -20,20 +20,26 @@ def test_dagbag_has_no_import_errors(dagbag):
 def test_task_graph(nightly):
     downstream = {t.task_id: sorted(t.downstream_task_ids) for t in nightly.tasks}
     assert downstream == {
-        "resolve_run": sorted(["validate", "preprocess", "stage", "train", "evaluate", "gate", "push", "summary"]),
+        "resolve_run": sorted(["wait_for_data", "validate", "preprocess", "stage", "train", "evaluate", "gate",
+                               "push", "summary"]),
+        "wait_for_data": ["validate"],
         "validate": ["preprocess"],
         "preprocess": ["stage", "summary"],
         "stage": ["train"],
         "train": ["evaluate", "summary"],
         "evaluate": ["gate", "push", "summary"],
-        "gate": ["push"],
+        "gate": ["approve_forced_push"],
+        "approve_forced_push": ["push"],
         "push": ["summary"],
         "summary": [],
     }
     assert nightly.get_task("train").pool == "training"
     assert nightly.get_task("summary").trigger_rule == "none_failed"
     assert nightly.max_active_runs == 1 and nightly.catchup is False
-    assert all(t.execution_timeout for t in nightly.tasks if t.task_id not in ("gate", "summary"))
+    assert all(t.execution_timeout for t in nightly.tasks
+               if t.task_id not in ("gate", "summary", "wait_for_data", "approve_forced_push"))
+    assert nightly.get_task("approve_forced_push").response_timeout == dt.timedelta(hours=4)
+    assert nightly.get_task("approve_forced_push").defaults == ["Reject"]
     assert nightly.doc_md and all(t.doc_md for t in nightly.tasks)
 
 
@@ -213,3 +219,58 @@ def test_failures_a_retry_cannot_change_fail_at_once_and_others_retry(dag_file, 
 
     with pytest.raises(RuntimeError, match="code -9"):                          # retried by Airflow
         module._no_retry_if_permanent(killed_worker)(None)
+
+
+def test_assets_declared_and_the_served_model_only_announced_when_published(nightly):
+    from pipeline import assets
+
+    assert {a.name for a in nightly.get_task("validate").inlets} == {"reco_raw_events", "reco_raw_items"}
+    assert [a.name for a in nightly.get_task("preprocess").outlets] == ["reco_transformed_examples"]
+    assert nightly.get_task("push").outlets == [assets.SERVED_MODEL_ALIAS]
+    # evaluate reads the served model: the asset is the DAG's own, so the Assets view lists it
+    assert [a.name for a in nightly.get_task("evaluate").inlets] == ["reco_served_model"]
+    evaluation = {"blessed": True, "reasons": [], "metrics_path": "m", "report_path": "r", "candidate_auc": 0.7,
+                  "baseline_auc": 0.69, "baseline_version": 3, "examples": 100}
+    refused = {"pushed": False, "reason": "backfill: served model has newer data"}
+    assert assets.served_model_extra("2026-11-04", evaluation, refused) is None
+    published = {"pushed": True, "reason": "BLESSED", "version": 4, "version_dir": "/srv/recommender/4"}
+    assert assets.served_model_extra("2026-11-04", evaluation, published) == {
+        "version": 4, "run_date": "2026-11-04", "auc": 0.7, "blessed": True, "reason": "BLESSED",
+        "path": "/srv/recommender/4"}
+
+
+def test_forced_push_records_who_approved_it():
+    spec = orch.RunSpec("2026-11-04", "manual__1", force_push=True, force_reason="hotfix for bad catalog")
+    approved = {"chosen_options": ["Approve"], "responded_by_user": {"id": "7", "name": "oncall"}}
+    assert orch.with_approval(spec, approved).force_reason == "hotfix for bad catalog (approved by oncall)"
+    assert orch.with_approval(spec, None) == spec   # approval off, or the run was BLESSED
+    assert orch.with_approval(orch.RunSpec("2026-11-04", "r"), approved).force_reason is None
+
+
+def test_serve_deadline_alert_only_when_configured(nightly):
+    assert not nightly.deadline
+    code = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+dag = DagBag(dag_folder=sys.argv[1]).dags["recommender_nightly"]
+alert = dag.deadline[0] if isinstance(dag.deadline, list) else dag.deadline
+print(json.dumps({"ref": type(alert.reference).__name__, "minutes": alert.interval.total_seconds() / 60,
+                  "callback": alert.callback.path, "kwargs": alert.callback.kwargs}))
+"""
+    env = {**os.environ, **AIRFLOW_ENV, "RECO__SCHEDULE__SERVE_DEADLINE_MINUTES": "300"}
+    done = subprocess.run([sys.executable, "-c", code, str(PROJECT_ROOT / "dags")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "ref": "DagRunQueuedAtDeadline", "minutes": 300.0, "callback": "pipeline.alerts.serve_deadline_missed",
+        "kwargs": {"minutes": 300}}
+
+
+def test_deadline_callback_logs_one_line_on_call_can_alert_on(caplog):
+    import asyncio
+
+    from pipeline.alerts import serve_deadline_missed
+
+    with caplog.at_level("WARNING"):
+        asyncio.run(serve_deadline_missed(300, context={"dag_run": {"run_id": "scheduled__2026-11-30"}}))
+    assert "RECO DEADLINE run=scheduled__2026-11-30: the nightly model is not served 300 minutes" in caplog.text
