@@ -74,6 +74,22 @@ class ThroughputMeter(keras.callbacks.Callback):
         return self.global_batch / statistics.median(self.step_seconds) if self.step_seconds else 0.0
 
 
+class StepBeat(keras.callbacks.Callback):
+    """Counts train and validation batches into the worker's heartbeat (see heartbeat.py)."""
+
+    _supports_tf_logs = True
+
+    def __init__(self, writer):
+        super().__init__()
+        self.writer = writer
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.writer.step()
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.writer.step()
+
+
 class StepProfiler(keras.callbacks.Callback):
     """A TensorFlow profile (xplane.pb, TensorBoard's Profile tab) of training steps
     [first, last) counted from the start of fit(), on every worker: the gang's cost is the

@@ -11,8 +11,9 @@ forever at start-up. So the launcher owns the gang's life:
   which Python only handles between bytecodes of the main thread), streaming each worker's
   log file with a `[worker-i]` prefix;
 - fail fast: the first worker to exit non-zero, a start-up deadline for a gang that never
-  forms, an overall timeout, or SIGTERM to the launcher stop every worker: SIGTERM, then
-  SIGKILL after `kill_grace_s` (TF workers catch SIGTERM for preemption and keep running).
+  forms, a progress deadline for a gang that stopped moving (heartbeat.py), an overall
+  timeout, or SIGTERM to the launcher stop every worker: SIGTERM, then SIGKILL after
+  `kill_grace_s` (TF workers catch SIGTERM for preemption and keep running).
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from components.train import heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,10 @@ class GangError(RuntimeError):
 
 class GangStartupTimeout(GangError):
     """Some workers did not join the gang before the start-up deadline."""
+
+
+class GangStalled(GangError):
+    """The gang stopped making progress (a frozen or hung worker) before the progress deadline."""
 
 
 class GangTimeout(GangError):
@@ -114,6 +121,7 @@ class GangSpec:
     startup_timeout_s: float
     timeout_s: float
     kill_grace_s: float
+    progress_timeout_s: float = 0.0      # 0: no progress deadline
     cpus: Sequence[set[int] | None] = ()
     cwd: Path | None = None
 
@@ -159,7 +167,7 @@ class Gang:
 
     def _supervise(self) -> None:
         start = time.monotonic()
-        formed = False
+        formed, watch = False, heartbeat.ProgressWatch(self.spec.progress_timeout_s)
         while True:
             self._pump_logs()
             now = time.monotonic()
@@ -172,7 +180,9 @@ class Gang:
             if all(w.proc.returncode == 0 for w in self.workers):
                 log.info("all %d workers finished in %.1f s", len(self.workers), now - start)
                 return
-            if not formed:
+            if formed:
+                self._check_progress(watch)
+            else:
                 formed = all(Path(r).exists() for r in self.spec.ready_files)
                 if formed:
                     log.info("gang formed in %.1f s", now - start)
@@ -185,6 +195,14 @@ class Gang:
             if now - start > self.spec.timeout_s:
                 raise GangTimeout(f"training exceeded its timeout of {self.spec.timeout_s:.0f} s")
             time.sleep(POLL_S)
+
+    def _check_progress(self, watch: heartbeat.ProgressWatch) -> None:
+        stalled = watch.check([heartbeat.read(r) for r in self.spec.ready_files], time.time())
+        if stalled is not None:
+            index, why = stalled
+            w = self.workers[index]
+            raise GangStalled(f"{why}; stopped the gang (worker-{index} pid {w.proc.pid})", index, None,
+                              self._tail(w))
 
     def _first_failure(self, now: float) -> _Worker | None:
         """The earliest worker seen exiting non-zero (ties: killed by a signal first)."""

@@ -53,7 +53,7 @@ def _run_local(config: Config, paths: RunPaths, config_json: Path, data_dir: Pat
         envs=[{**base, "TF_CONFIG": tf_config(hosts, i), **gpu_env(config, i)} for i in range(n)],
         logs_dir=paths.logs_dir, ready_files=ready,
         startup_timeout_s=config.train.startup_timeout_s, timeout_s=config.train.timeout_s,
-        kill_grace_s=config.train.kill_grace_s,
+        kill_grace_s=config.train.kill_grace_s, progress_timeout_s=config.train.progress_timeout_s,
         cpus=cpu_sets(n) if config.train.pin_cpus else (), cwd=PROJECT_ROOT)
     log.info("launching %d worker(s) on %s, %d intra-op thread(s) each", n, hosts, threads)
     started = time.monotonic()

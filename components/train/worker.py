@@ -23,7 +23,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train import chief, export
-from components.train.callbacks import EpochProgress, ScalarSummaries, StepProfiler, ThroughputMeter
+from components.train.callbacks import EpochProgress, ScalarSummaries, StepBeat, StepProfiler, ThroughputMeter
+from components.train.heartbeat import FINISH, HeartbeatWriter
 from components.train.input import Split, make_dataset, read_split, worker_files
 from components.train.model import build_model, compile_model, global_batch_size, scaled_learning_rate
 from pipeline.config import Config, TrainConfig, from_dict
@@ -104,8 +105,7 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
     strategy, collective, mixed = make_strategy(config.train)
     log.info("gang up: worker %d of %d, %d replicas, %s all-reduce", task.index, task.num_workers,
              gang_barrier(strategy), collective)
-    if ready_file:
-        Path(ready_file).write_text(str(time.time()))
+    beat = HeartbeatWriter(ready_file) if ready_file else None   # also says "joined the gang"
     data_dir = Path(data_dir or paths.staged_dir)
     train_split, eval_split = _train_split(data_dir, task), _eval_split(data_dir, paths)
     train_split, valid_split = train_split.hold_out(config.train.validation_shards, task.num_workers)
@@ -119,7 +119,9 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
         warm = _warm_start(model, config, paths)
     log.info("model built: %d parameters", model.count_params())
 
-    fitted, summaries = _fit(strategy, model, config, paths, task, (train_split, valid_split), global_batch)
+    fitted, summaries = _fit(strategy, model, config, paths, task, (train_split, valid_split), global_batch, beat)
+    if beat:
+        beat.phase = FINISH          # the chief evaluates and exports alone: no steps from here
     fitted["train_metrics"]["warm_start_variables"] = float(warm)
     if not task.is_chief:
         # The chief evaluates and exports alone (no collective in it); this worker waits in a
@@ -136,7 +138,7 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
 
 
 def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: tuple[Split, Split | None],
-         global_batch: int) -> tuple[dict, ScalarSummaries]:
+         global_batch: int, beat: HeartbeatWriter | None = None) -> tuple[dict, ScalarSummaries]:
     """model.fit with backups, progress, throughput and TensorBoard scalars (chief: real dirs);
     with a validation split, early stopping that restores the epoch of the best validation AUC."""
     train_split, valid_split = splits
@@ -153,6 +155,8 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
             keras.callbacks.BackupAndRestore(str(paths.backup_dir), delete_checkpoint=False),
             progress, meter, summaries,
         ]
+        if beat:
+            callbacks.append(StepBeat(beat))
         if config.train.profile_steps:
             callbacks.append(StepProfiler(paths.train_dir / PROFILE_DIR / f"worker-{task.index}",
                                           *config.train.profile_steps))
@@ -231,7 +235,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--run-id", default="cli")
     p.add_argument("--data-dir", type=Path, help="shards dir with train/ and eval/ "
                                                  "(default: the run's staged dir)")
-    p.add_argument("--ready-file", type=Path, help="touched once the gang is up")
+    p.add_argument("--ready-file", type=Path, help="heartbeat file, first written once the gang is up")
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (0 = TF default)")
     return p.parse_args(argv)
 

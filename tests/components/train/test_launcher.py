@@ -154,3 +154,65 @@ def test_ports_and_cpu_sets():
     assert len(sets) == 2 and all(sets)
     if len(os.sched_getaffinity(0)) >= 2:
         assert not sets[0] & sets[1]
+
+
+
+BEATING = textwrap.dedent("""
+    import signal, sys, time
+    from components.train.heartbeat import HeartbeatWriter
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    beat, behaviour = HeartbeatWriter(sys.argv[1], every_s=0.2), sys.argv[2]
+    stop_at = int(behaviour.split("-")[1]) if behaviour.startswith("blocks-") else None
+    for step in range(100_000):
+        if step == stop_at:
+            time.sleep(600)                 # alive (the heartbeat thread runs), no progress
+        beat.step()
+        time.sleep(0.02)
+""")
+
+
+def beating_spec(tmp_path: Path, behaviours: list[str], progress_timeout_s: float) -> GangSpec:
+    spec = spec_for(tmp_path, behaviours)
+    spec.commands = [[sys.executable, "-c", BEATING, str(r), b] for r, b in zip(spec.ready_files, behaviours)]
+    spec.envs = [{**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])} for _ in behaviours]
+    spec.progress_timeout_s = progress_timeout_s
+    return spec
+
+
+def test_a_frozen_worker_is_named_and_the_gang_stopped(tmp_path):
+    """SIGSTOP: the process exists but runs nothing, so its heartbeat goes stale."""
+    import threading
+
+    from components.train.launcher import GangStalled
+
+    gang = Gang(beating_spec(tmp_path, ["steps", "steps", "steps"], progress_timeout_s=2.0))
+
+    def freeze_worker_1():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (tmp_path / "w1.ready").exists():
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.kill(gang.pids[1], signal.SIGSTOP)
+
+    threading.Thread(target=freeze_worker_1, daemon=True).start()
+    start = time.monotonic()
+    with pytest.raises(GangStalled) as err:
+        gang.run()
+    assert err.value.worker == 1 and "worker-1 is not running: no heartbeat" in str(err.value)
+    assert time.monotonic() - start < 20
+    assert_all_gone(gang.pids)          # SIGKILL reaches a stopped process
+
+
+def test_a_hung_worker_stops_the_gang_at_the_progress_deadline(tmp_path):
+    """Worker 0 hangs at step 20, alive; its peer then blocks in the next collective (step 21),
+    as in a synchronous gang. Both still beat: the step counts stop, and the one behind is named."""
+    from components.train.launcher import GangStalled
+
+    gang = Gang(beating_spec(tmp_path, ["blocks-20", "blocks-21"], progress_timeout_s=2.0))
+    start = time.monotonic()
+    with pytest.raises(GangStalled) as err:
+        gang.run()
+    assert err.value.worker == 0, str(err.value)
+    assert "no training progress for" in str(err.value) and "steps per worker [20, 21]" in str(err.value)
+    assert 2.0 < time.monotonic() - start < 20
+    assert_all_gone(gang.pids)
