@@ -25,12 +25,11 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from pipeline.contracts.inputs import unlanded_partitions
-
 log = logging.getLogger(__name__)
 
 
 def _unlanded(spec: dict) -> list[str]:
+    from pipeline.contracts.inputs import unlanded_partitions  # pyarrow: not at DAG parse time
     from pipeline.orchestration import RunSpec
 
     _, paths = RunSpec.from_dict(spec).load()

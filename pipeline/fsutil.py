@@ -1,13 +1,47 @@
 """Small filesystem helpers for atomic publishing: readers see all of a thing or none of it."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+
+class DiskFullError(OSError):
+    """A copy does not fit: names the folder, what was being written, the bytes needed and free.
+    An OSError (ENOSPC) so callers that handle I/O failures treat it as one; the message is
+    what on-call reads instead of a bare `[Errno 28]`."""
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def require_free(folder: Path, need: int, what: str) -> None:
+    """Fail before copying when `need` bytes cannot fit in `folder`'s filesystem."""
+    free = shutil.disk_usage(folder).free
+    if need > free:
+        raise DiskFullError(errno.ENOSPC, f"{folder}: {what} needs {_mib(need)}, only {_mib(free)} free")
+
+
+@contextlib.contextmanager
+def disk_full_named(folder: Path, what: str) -> Iterator[None]:
+    """Turn ENOSPC raised inside into a DiskFullError naming the folder and the copy."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        free = shutil.disk_usage(folder).free
+        raise DiskFullError(errno.ENOSPC, f"{folder}: disk full while {what} ({_mib(free)} free): {err}") from err
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

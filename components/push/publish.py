@@ -64,18 +64,26 @@ def copy_tree(src: Path, dst: Path) -> int:
 
 def stage(src: Path, serving_base: Path, model_name: str, version: int, digest: str,
           extras: dict[str, bytes]) -> Path:
-    """Copy `src` into a hidden temp beside the model dir, check it, add assets.extra files."""
+    """Copy `src` into a hidden temp beside the model dir, check it, add assets.extra files.
+    A full disk fails before copying when it can be seen, else names itself; the temp goes."""
     tmp = fsutil.temp_sibling(serving_base / model_name, f"push-v{version}")
-    copy_tree(src, tmp)
-    copied = serving.tree_digest(tmp)
-    if copied != digest:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise PublishError(f"staged copy of {src} has digest {copied[:12]}, expected {digest[:12]} "
-                           "(the model changed after it was evaluated, or the copy is corrupt)")
-    extra_dir = tmp / serving.ASSETS_EXTRA
-    extra_dir.mkdir(exist_ok=True)
-    for name, data in extras.items():
-        (extra_dir / name).write_bytes(data)
+    what = f"copying {src} as version {version}"
+    size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) + sum(map(len, extras.values()))
+    fsutil.require_free(serving_base, size, what)
+    try:
+        with fsutil.disk_full_named(serving_base, what):
+            copy_tree(src, tmp)
+            copied = serving.tree_digest(tmp)
+            if copied != digest:
+                raise PublishError(f"staged copy of {src} has digest {copied[:12]}, expected {digest[:12]} "
+                                   "(the model changed after it was evaluated, or the copy is corrupt)")
+            extra_dir = tmp / serving.ASSETS_EXTRA
+            extra_dir.mkdir(exist_ok=True)
+            for name, data in extras.items():
+                (extra_dir / name).write_bytes(data)
+    except (OSError, PublishError):
+        shutil.rmtree(tmp, ignore_errors=True)     # hidden anyway; never leave the disk full
+        raise
     return tmp
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.contracts import manifest as M
-from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling
+from pipeline.fsutil import disk_full_named, publish_dir, remove_stale_temps, require_free, sha256_file, temp_sibling
 from pipeline.paths import RunPaths
 from pipeline.results import StageResult
 
@@ -96,16 +96,15 @@ def run(config: Config, paths: RunPaths, worker: int | None = None,
             log.info("stage: %s already staged and verified", final)
             return _result(final, wanted, _retention(paths, config.preprocess.staging_keep_runs))
         log.warning("stage: replacing invalid staged dir %s: %s", final, problems[:3])
-    need = sum(s["bytes"] for s in wanted)
-    free = shutil.disk_usage(final.parent).free
-    if need > free:
-        raise StageError(f"{final.parent}: {need / 2**30:.2f} GiB to stage, only {free / 2**30:.2f} GiB free")
+    what = f"staging {len(wanted)} shards of run {paths.run_id}"
+    require_free(final.parent, sum(s["bytes"] for s in wanted), what)
     tmp = temp_sibling(final)
     try:
-        for shard in wanted:
-            copy_verified(source / shard["name"], tmp / shard["name"], shard["bytes"], shard["sha256"])
-        (tmp / M.MANIFEST).write_text(json.dumps(staged_manifest, indent=2, sort_keys=True))
-        publish_dir(tmp, final)
+        with disk_full_named(final.parent, what):
+            for shard in wanted:
+                copy_verified(source / shard["name"], tmp / shard["name"], shard["bytes"], shard["sha256"])
+            (tmp / M.MANIFEST).write_text(json.dumps(staged_manifest, indent=2, sort_keys=True))
+            publish_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -197,12 +197,14 @@ class Gang:
             time.sleep(POLL_S)
 
     def _check_progress(self, watch: heartbeat.ProgressWatch) -> None:
-        stalled = watch.check([heartbeat.read(r) for r in self.spec.ready_files], time.time())
+        """Stop the gang when a running worker froze or the gang stopped stepping (heartbeat.py)."""
+        beats = {w.index: heartbeat.read(self.spec.ready_files[w.index]) for w in self.workers
+                 if w.proc.returncode is None}
+        stalled = watch.check(beats, time.monotonic())
         if stalled is not None:
             index, why = stalled
-            w = self.workers[index]
-            raise GangStalled(f"{why}; stopped the gang (worker-{index} pid {w.proc.pid})", index, None,
-                              self._tail(w))
+            w = self.workers[index if index is not None else 0]
+            raise GangStalled(f"{why}; stopped the gang", index, None, self._tail(w))
 
     def _first_failure(self, now: float) -> _Worker | None:
         """The earliest worker seen exiting non-zero (ties: killed by a signal first)."""

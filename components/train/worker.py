@@ -134,6 +134,8 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
         workers=task.num_workers, replicas=replicas, global_batch=global_batch,
         collective=collective, mixed_precision=mixed, **fitted), summaries)
     gang_barrier(strategy)
+    if beat:
+        beat.close()
     return result
 
 

@@ -80,22 +80,20 @@ def mark_landed(folder: Path) -> None:
 
 def unlanded_partitions(paths: RunPaths) -> list[str]:
     """The partitions a run still waits for: each events partition of the training window and
-    the eval day without its marker, and the eval day's items snapshot when it exists unmarked
-    (still being written; with none for that day, the latest marked earlier one serves)."""
+    the eval day without its marker, and the items snapshot the run would read (the same
+    `latest_items_snapshot` rule validate and preprocess use) without its marker; D's own
+    snapshot folder, once it exists, is waited for even before it holds a file."""
     waiting = [f"events ds={day}" for day in [*paths.train_dates, paths.eval_date]
                if not (paths.events_dir(day) / SUCCESS_MARKER).exists()]
-    items_today = paths.items_dir(paths.eval_date)
-    if items_today.is_dir() and not (items_today / SUCCESS_MARKER).exists():
-        waiting.append(f"items ds={paths.eval_date}")
-    elif not items_today.is_dir() and not _marked_items_before(paths.raw_root, paths.eval_date):
+    if paths.items_dir(paths.eval_date).is_dir():
+        snapshot = paths.eval_date
+    else:
+        snapshot = latest_items_snapshot(paths.raw_root, paths.eval_date)
+    if snapshot is None:
         waiting.append(f"items ds<={paths.eval_date}")
+    elif not (paths.items_dir(snapshot) / SUCCESS_MARKER).exists():
+        waiting.append(f"items ds={snapshot}")
     return waiting
-
-
-def _marked_items_before(raw_root: Path, day: dt.date) -> bool:
-    root = raw_root / "items"
-    return any((child / SUCCESS_MARKER).exists() for child in (root.iterdir() if root.is_dir() else [])
-               if (match := _DS.match(child.name)) and dt.date.fromisoformat(match.group(1)) < day)
 
 
 def parquet_files(folder: Path) -> list[Path]:

@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import signal
-import time
 
 import psutil
 import pytest
@@ -147,10 +146,13 @@ def test_killed_worker_resumes_and_a_forced_push_waits_for_approval(live):
     detail = airflow.api("GET", hitl).json()
     assert "NOT_BLESSED" in detail["body"] and "scheduler test" in detail["body"], detail
     assert airflow.task_state(run_id, "push") in (None, "none", "scheduled", "queued")
-    # Airflow 3.3 race: an answer within ~0.5 s of the park, before the executor has reported the
-    # parked attempt as done, makes the scheduler see "state changed externally" and fail the
-    # task. A person takes longer; the test waits as one would.
-    time.sleep(5)
+    # Airflow 3.3 race: an answer before the executor has reported the parked attempt as done
+    # makes the scheduler see "state changed externally" and fail the task. A person is never
+    # that fast; the test waits for the scheduler's own line saying it got that report.
+    parked = ("Received executor event with state success for task instance TaskInstanceKey("
+              f"dag_id='{DAG_ID}', task_id='approve_forced_push', run_id='{run_id}'")
+    airflow.wait_for("the scheduler to see the parked attempt end",
+                     lambda: parked in (airflow.home / "logs" / "scheduler.log").read_text(), timeout=120)
     assert airflow.api("PATCH", hitl, json={"chosen_options": ["Approve"]}).status_code == 200
     assert airflow.wait_for_run(run_id) == "success"
     record = json.loads((config.data.serving_base / config.push.model_name / str(before + 1) / "assets.extra" /

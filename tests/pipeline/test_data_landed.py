@@ -45,13 +45,20 @@ def test_unmarked_partitions_are_named_oldest_first(tmp_path):
         "events ds=2026-11-02", "events ds=2026-11-04", "items ds=2026-11-04"]
 
 
-def test_an_earlier_marked_items_snapshot_serves_when_the_day_has_none(tmp_path):
+def test_the_items_snapshot_waited_for_is_the_one_the_run_reads(tmp_path):
+    """No snapshot for D: the latest earlier one with files (validate's rule) must be marked,
+    not just any marked one: an unmarked D-1 is not skipped for a marked D-2."""
     days = [D - dt.timedelta(days=2), D - dt.timedelta(days=1), D]
-    make_partitions(tmp_path, days, items_days=[days[0]])
+    make_partitions(tmp_path, days)
     for day in days:
         mark_landed(events_partition(tmp_path, day))
     assert unlanded_partitions(paths_for(tmp_path)) == ["items ds<=2026-11-04"]
+    for day in days[:2]:
+        items_partition(tmp_path, day).mkdir(parents=True)
+        (items_partition(tmp_path, day) / "items.parquet").write_bytes(b"")   # selection looks at names only
     mark_landed(items_partition(tmp_path, days[0]))
+    assert unlanded_partitions(paths_for(tmp_path)) == ["items ds=2026-11-03"]
+    mark_landed(items_partition(tmp_path, days[1]))
     assert unlanded_partitions(paths_for(tmp_path)) == []
 
 

@@ -35,12 +35,21 @@ import shutil, sys, time
 real = shutil.copy2
 def copy2(*args, **kwargs):
     out = real(*args, **kwargs)
-    time.sleep(3)
+    time.sleep(PAUSE)
     return out
 shutil.copy2 = copy2
 from components.push.__main__ import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
+def _slow_push(config_file, paths, pause_s: float = 3.0) -> subprocess.Popen:
+    """A forced push CLI in its own process whose every copied file takes `pause_s` longer."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    cmd = [sys.executable, "-c", _SLOW_COPY.replace("PAUSE", str(pause_s)), "push", "--date",
+           paths.run_date.isoformat(), "--run-id", paths.run_id, "--config", str(config_file), "--force",
+           "--reason", "crash test"]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def _staged(config):
@@ -55,10 +64,7 @@ def test_push_killed_mid_copy_leaves_only_complete_versions_and_a_rerun_succeeds
     served_digest = serving.tree_digest(served)
     config, paths = runs.make(CLEAN_DAY, model="bad")          # a different model than the served one
     evaluate(config, paths)
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    cmd = [sys.executable, "-c", _SLOW_COPY, "push", "--date", CLEAN_DAY.isoformat(), "--run-id",
-           paths.run_id, "--config", str(_config_file(config, tmp_path)), "--force", "--reason", "crash test"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = _slow_push(_config_file(config, tmp_path), paths)
     deadline = time.monotonic() + 120
     while not _staged(config):
         assert proc.poll() is None, f"push ended before the kill: {proc.stderr.read().decode()[-2000:]}"
@@ -133,3 +139,83 @@ def test_rollback_trusts_the_recorded_digest_and_refuses_tampered_files(runs):
     with pytest.raises(PublishError, match="digest"):
         rollback(config, "CTR dropped after v2")
     assert _versions(config) == [1, 2] and not [p for p in base.iterdir() if p.name.startswith(".")]
+
+
+def test_two_pushes_at_once_are_serialised_by_the_lock(runs, tmp_path):
+    """Two push processes for the same model at the same time (a manual push racing the nightly
+    one): the lock lets one stage and publish at a time; both versions end complete."""
+    config, first = runs.make(CLEAN_DAY, run_id="first")
+    evaluate(config, first)
+    config, second = runs.make(CLEAN_DAY, model="bad", run_id="second")
+    evaluate(config, second)
+    config_file = _config_file(config, tmp_path)
+    procs = [_slow_push(config_file, paths, pause_s=0.3) for paths in (first, second)]
+    most_staging, both_alive_while_staging = 0, False
+    deadline = time.monotonic() + 300
+    while any(p.poll() is None for p in procs):
+        assert time.monotonic() < deadline, "the pushes never finished"
+        staging = len(_staged(config))
+        most_staging = max(most_staging, staging)
+        both_alive_while_staging |= staging == 1 and all(p.poll() is None for p in procs)
+        time.sleep(0.02)
+    assert [p.returncode for p in procs] == [0, 0], [p.stderr.read().decode()[-2000:] for p in procs]
+    assert both_alive_while_staging and most_staging == 1      # they overlapped; one copied at a time
+    assert _versions(config) == [1, 2]
+    served = {serving.tree_digest(first.model_base / str(v)) for v in (1, 2)}
+    assert served == {serving.tree_digest(first.model_dir), serving.tree_digest(second.model_dir)}
+    assert not [p for p in config.data.serving_base.iterdir() if p.name.startswith(".recommender.push-")]
+
+
+def test_rollback_to_a_given_version_through_the_cli(runs, tmp_path):
+    config, good = runs.make(CLEAN_DAY, run_id="good")
+    assert evaluate(config, good).blessed and run(config, good).version == 1
+    config, bad = runs.make(MALFORMED_DAY, model="bad", run_id="bad")
+    evaluate(config, bad)
+    forced = config.with_overrides({"push.force": True, "push.force_reason": "test"})
+    assert run(forced, bad).version == 2
+    runs.serve_by_hand(config, 3, "bad", data_date=CLEAN_DAY)
+    assert main(["rollback", "--reason", "back to the first model", "--to-version", "1", "--config",
+                 str(_config_file(config, tmp_path))]) == 0
+    assert _versions(config) == [1, 2, 3, 4]
+    assert serving.tree_digest(good.model_base / "4") == serving.tree_digest(good.model_base / "1")
+    assert serving.read_push_record(good.model_base / "4")["restored_from"] == 1
+    with pytest.raises(RollbackError, match="9"):
+        rollback(config, "no such version", to_version=9)
+
+
+def _tree_bytes(folder) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_full_serving_disk_is_named_serves_nothing_partial_and_a_rerun_succeeds(runs, tmp_path, monkeypatch):
+    from components.push import publish
+    from pipeline.fsutil import DiskFullError
+    from tests.small_disk import fill, small_disk
+
+    need = _tree_bytes(runs.make(CLEAN_DAY)[1].model_dir)
+    with small_disk(tmp_path / "serving-full", need + 2**20) as disk:    # already full: it can tell
+        config, paths = runs.make(CLEAN_DAY, **{"data.serving_base": str(disk)})
+        evaluate(config, paths)
+        filler = fill(disk)
+        with pytest.raises(DiskFullError, match=rf"{disk}: copying .* as version 1 needs"):
+            run(config, paths)
+        assert _versions(config) == [] and not _staged(config)
+
+        filler.unlink()                                                   # fits, then fills mid-copy
+        real_copy, fillers = publish.shutil.copy2, []
+
+        def copy_then_fill(*args, **kwargs):
+            out = real_copy(*args, **kwargs)
+            if not fillers:
+                fillers.append(fill(disk))
+            return out
+
+        monkeypatch.setattr(publish.shutil, "copy2", copy_then_fill)
+        with pytest.raises(DiskFullError, match="disk full while copying"):
+            run(config, paths)
+        assert _versions(config) == [] and not list(disk.glob(".recommender.push-*"))
+        assert not (disk / "models.config").exists()                   # TF Serving sees nothing new
+        monkeypatch.setattr(publish.shutil, "copy2", real_copy)
+        fillers[0].unlink()
+        result = run(config, paths)
+        assert result.pushed and result.version == 1 and _versions(config) == [1]

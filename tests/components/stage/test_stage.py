@@ -106,3 +106,43 @@ def test_retention_keeps_the_newest_runs(config, source):
     assert paths.staged_dir in survivors and len(survivors) <= keep
     assert all(str(p) in result.removed_runs for p in old)
     assert not old[0].parent.exists()                           # empty date folders go too
+
+
+def _staged_bytes(source_paths) -> int:
+    manifest = M.read(source_paths.examples_dir)
+    return sum(s["bytes"] for split in M.SPLITS for s in M.shard_records(manifest, split, None, None))
+
+
+def test_a_full_ssd_is_named_publishes_nothing_and_a_rerun_succeeds(config, source, tmp_path, monkeypatch):
+    import importlib
+
+    from pipeline.fsutil import DiskFullError
+    from tests.small_disk import fill, small_disk
+
+    stage_run = importlib.import_module("components.stage.run")     # the module (the package re-exports run())
+    need = _staged_bytes(source)
+    with small_disk(tmp_path / "ssd", need // 2) as disk:           # too small, and it can tell
+        cfg = config.with_overrides({"data.staging_root": str(disk)})
+        paths = _clone_run(cfg, source, "full-upfront")
+        with pytest.raises(DiskFullError, match=rf"{disk}/{RUN_DATE}: staging \d+ shards of run full-upfront needs"):
+            run(cfg, paths)
+        assert not paths.staged_dir.exists() and not list(paths.staged_dir.parent.glob(".*"))
+
+    with small_disk(tmp_path / "ssd2", need + 2**20) as disk:       # fits, then fills mid-copy
+        cfg = config.with_overrides({"data.staging_root": str(disk)})
+        paths = _clone_run(cfg, source, "full-midway")
+        real_copy, fillers = stage_run.copy_verified, []
+
+        def copy_then_fill(*args):
+            real_copy(*args)
+            if not fillers:
+                fillers.append(fill(disk))            # something else filled the disk meanwhile
+
+        monkeypatch.setattr(stage_run, "copy_verified", copy_then_fill)
+        with pytest.raises(DiskFullError, match="disk full while staging"):
+            run(cfg, paths)
+        assert not paths.staged_dir.exists() and not list(paths.staged_dir.parent.glob(".*"))
+        fillers[0].unlink()                                          # space freed: the rerun works
+        monkeypatch.setattr(stage_run, "copy_verified", real_copy)
+        result = run(cfg, paths)
+        assert verify_staged(paths.staged_dir) == [] and result.num_shards > 0

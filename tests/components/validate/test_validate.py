@@ -123,3 +123,50 @@ def test_each_parquet_footer_is_read_once(tiny_config, raw_data, monkeypatch):
     monkeypatch.setattr(inputs.pq, "ParquetFile", lambda path, *a, **k: opened.append(path) or real(path, *a, **k))
     run(tiny_config, RunPaths.for_run(tiny_config, RUN_DATE, "validate-footers"))
     assert opened and len(opened) == len(set(opened))      # every file once, none twice
+
+
+def _rewrite(path, transform):
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(transform(table), path)
+
+
+def test_duplicate_item_ids_in_the_snapshot_fail_naming_the_partition(tmp_path):
+    import pyarrow as pa
+
+    config = _config(tmp_path)
+    generate_raw(config)
+    items = config.data.raw_root / "items" / f"ds={RUN_DATE}" / "items.parquet"
+    _rewrite(items, lambda t: pa.concat_tables([t, t.slice(0, 5)]))
+    with pytest.raises(ValidationError, match="items partition ds=2026-11-04: 5 duplicate item_id rows"):
+        run(config, RunPaths.for_run(config, RUN_DATE, "r"))
+
+
+def test_an_events_partition_with_zero_rows_fails(tmp_path):
+    config = _config(tmp_path)
+    generate_raw(config)
+    for part in (config.data.raw_root / "events" / "ds=2026-11-03").glob("*.parquet"):
+        _rewrite(part, lambda t: t.slice(0, 0))                  # same schema, no rows
+    with pytest.raises(ValidationError) as err:
+        run(config, RunPaths.for_run(config, RUN_DATE, "r"))
+    assert "events partition ds=2026-11-03: no rows" in err.value.problems
+
+
+def test_a_truncated_parquet_file_is_named_not_a_traceback(tmp_path):
+    """A half-written file (a copy cut short), not a schema change: the CLI says which file."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = _config(tmp_path)
+    generate_raw(config)
+    part = next((config.data.raw_root / "events" / "ds=2026-11-02").glob("*.parquet"))
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
+    done = subprocess.run([sys.executable, "-m", "components.validate", "--config", str(tmp_path / "params.yaml"),
+                           "--date", RUN_DATE.isoformat()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"{part}: not a readable Parquet file (truncated or corrupt?)" in done.stderr
+    assert "Traceback" not in done.stderr
