@@ -1,6 +1,7 @@
 """A push killed mid-copy, rollback (through the CLI) after a forced push, and retention."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -219,3 +220,22 @@ def test_a_full_serving_disk_is_named_serves_nothing_partial_and_a_rerun_succeed
         fillers[0].unlink()
         result = run(config, paths)
         assert result.pushed and result.version == 1 and _versions(config) == [1]
+
+
+def test_tflite_through_push_writes_the_edge_model_beside_the_served_version(runs, trained, run_paths):
+    """`push.tflite: true` through `push.run`, on the session's really trained export: the served
+    version is published first, then the TF Lite core model and its report land in the run's
+    push folder (not in TF Serving's dir)."""
+    import shutil
+
+    from components.push.run import RUN_RECORD
+
+    config, paths = runs.make(CLEAN_DAY, model=None, **{"push.tflite": True, "eval.min_auc": 0.0})
+    shutil.copytree(run_paths.model_dir, paths.model_dir)
+    assert evaluate(config, paths).blessed
+    result = run(config, paths)
+    assert result.pushed and _versions(config) == [1]
+    report = json.loads((paths.push_dir / RUN_RECORD).read_text())["tflite"]
+    assert report["converted"] and report["core"]["mode"] == "builtins", report
+    assert (paths.push_dir / "model.tflite").stat().st_size > 0
+    assert not list((paths.model_base / "1").rglob("*.tflite"))
