@@ -8,6 +8,8 @@
 #     file printed below (never "everyone is admin");
 #   - executor parallelism sized to the machine's cores, not Airflow's 32;
 #   - Ctrl-C or SIGTERM stops every process it started (each runs in this script's process group).
+#     Started in the background by a non-interactive shell, SIGINT arrives ignored and bash
+#     cannot trap it: stop it with SIGTERM then (kill <pid>).
 # Not `airflow standalone`: it binds 0.0.0.0, ignores SIGINT when backgrounded, and SIGTERM to it
 # alone leaves its children running.
 set -euo pipefail

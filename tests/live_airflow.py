@@ -38,8 +38,11 @@ class LiveAirflow:
         self.session = requests.Session()
 
     def start(self, timeout: float = 240.0) -> LiveAirflow:
+        # As from a terminal: Ctrl-C delivered. A shell running this suite in the background
+        # (many CI runners) passes SIGINT ignored, and bash cannot trap a signal ignored at entry.
         self.proc = subprocess.Popen(["bash", str(SCRIPT)], env=self.env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + timeout
         while not self._healthy():
             assert self.proc.poll() is None, f"script exited early:\n{self.proc.stdout.read()}"

@@ -276,16 +276,18 @@ def _signal_name(code: int | None) -> str:
 
 
 def _install_signal_handlers() -> dict:
-    """SIGTERM/SIGHUP to the launcher raise LauncherTerminated in the supervision loop, whose
-    `finally` stops the gang; the previous handler (e.g. the orchestrator's) is chained."""
+    """SIGTERM/SIGHUP/SIGINT to the launcher raise LauncherTerminated in the supervision loop,
+    whose `finally` stops the gang; a previous handler (e.g. the orchestrator's) is chained.
+    SIGINT is handled explicitly: a shell that starts jobs in the background starts them with
+    SIGINT ignored, and Ctrl-C must still stop the gang."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     previous = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         old = signal.getsignal(sig)
 
         def handler(signum, frame, old=old):
-            if callable(old):
+            if callable(old) and old is not signal.default_int_handler:
                 old(signum, frame)
             raise LauncherTerminated(f"launcher received {signal.Signals(signum).name}: "
                                      "stopping all workers")
