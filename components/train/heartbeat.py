@@ -30,12 +30,13 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 SETUP, FIT, FINISH = "setup", "fit", "finish"
+READ_EVERY_S = 1.0      # the writers' period: the launcher reads no more often
 
 
 class HeartbeatWriter:
     """A daemon thread that rewrites `path` every `every_s` with this worker's progress."""
 
-    def __init__(self, path: Path, every_s: float = 1.0):
+    def __init__(self, path: Path, every_s: float = READ_EVERY_S):
         self.path, self.every_s = Path(path), every_s
         self.steps, self.phase, self.seq = 0, SETUP, 0
         self._lock, self._stop = threading.Lock(), threading.Event()

@@ -13,12 +13,12 @@ import json
 import os
 import signal
 
-import psutil
 import pytest
 import yaml
 
 from pipeline.contracts.inputs import SUCCESS_MARKER, mark_landed
 from pipeline.paths import events_partition
+from tests.components.train.conftest import worker_processes
 from tests.conftest import make_tiny_config
 from tests.live_airflow import DAG_ID, LiveAirflow
 
@@ -109,19 +109,14 @@ def test_run_waits_for_its_data_then_serves_and_announces_the_model(live):
     assert "waiting until" in waited and "for events ds=2026-11-04" in waited, waited[-3000:]
 
 
-def _kill_a_worker_after_epoch_one(config) -> bool:
+def _kill_a_worker_after_epoch_one(config, airflow) -> bool:
     progress = list((config.data.artifact_root / "runs" / FORCED_DAY.isoformat()).glob("*/train/progress.json"))
     if not progress or json.loads(progress[0].read_text())["epochs_done"] < 1:
         return False
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if "components.train.worker" in " ".join(proc.info["cmdline"] or []) and \
-                    json.loads(proc.environ().get("TF_CONFIG", "{}"))["task"]["index"] == 1:
-                os.kill(proc.pid, signal.SIGKILL)
-                return True
-        except (psutil.NoSuchProcess, psutil.AccessDenied, KeyError):
-            continue
-    return False
+    victims = worker_processes(index=1, root=airflow.proc.pid)    # the train task's gang, below the script
+    if victims:
+        os.kill(victims[0].pid, signal.SIGKILL)
+    return bool(victims)
 
 
 def test_killed_worker_resumes_and_a_forced_push_waits_for_approval(live):
@@ -130,7 +125,7 @@ def test_killed_worker_resumes_and_a_forced_push_waits_for_approval(live):
             "force_reason": "scheduler test"}
     before, announced = served_version(config), len(served_events(airflow))
     run_id = run_id_of(airflow.trigger(conf))
-    airflow.wait_for("a training worker to finish epoch 1", lambda: _kill_a_worker_after_epoch_one(config),
+    airflow.wait_for("a training worker to finish epoch 1", lambda: _kill_a_worker_after_epoch_one(config, airflow),
                      timeout=600, every=0.2)
     train = airflow.wait_for("train to succeed on its retry",
                              lambda: (ti := airflow.api("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train")

@@ -41,14 +41,15 @@ def train_data(train_config):
     return paths, eval_raw
 
 
-def worker_processes(index=None):
-    """This test process's live worker children (optionally only worker `index`)."""
+def worker_processes(index=None, root: int | None = None):
+    """Live training workers below process `root` (default: this test process), optionally
+    only worker `index`."""
     import json
 
     import psutil
 
     found = []
-    for p in psutil.Process(os.getpid()).children(recursive=True):
+    for p in psutil.Process(root or os.getpid()).children(recursive=True):
         try:
             if "components.train.worker" not in " ".join(p.cmdline()):
                 continue
