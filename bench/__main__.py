@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-BENCHMARKS = ("generate", "preprocess", "train", "serving", "quality", "demo")
+BENCHMARKS = ("generate", "preprocess", "scale", "train", "serving", "quality", "demo")
 
 
 def main(argv: list[str]) -> int:

@@ -8,9 +8,12 @@ import platform
 import resource
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import psutil
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 log = logging.getLogger("bench")
@@ -36,6 +39,42 @@ def median_time(fn: Callable[[], object], repeats: int = 3) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+class TreeRss:
+    """Peak summed RSS of a process (default: this one) and its descendants, sampled every 50 ms."""
+
+    def __init__(self, pid: int | None = None):
+        self._proc = psutil.Process(pid)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> int:
+        total = 0
+        try:
+            tree = [self._proc, *self._proc.children(recursive=True)]
+        except psutil.Error:         # the watched process has exited
+            return 0
+        for p in tree:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:     # a worker may exit between listing and reading
+                continue
+        return total
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, self._sample())
+
+    def __enter__(self) -> TreeRss:
+        self.peak = self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def children_peak_rss_mib() -> float:

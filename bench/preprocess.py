@@ -19,48 +19,13 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from bench.common import write_result
+from bench.common import TreeRss, write_result
 
 log = logging.getLogger("bench.preprocess")
 RUN_DATE = dt.date(2026, 11, 4)
-
-
-class TreeRss:
-    """Peak summed RSS of this process and its descendants, sampled every 50 ms."""
-
-    def __init__(self):
-        import psutil
-
-        self._proc = psutil.Process()
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _sample(self) -> int:
-        total = 0
-        for p in [self._proc, *self._proc.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except Exception:        # noqa: BLE001 - a worker may exit between listing and reading
-                continue
-        return total
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.05):
-            self.peak = max(self.peak, self._sample())
-
-    def __enter__(self) -> TreeRss:
-        self.peak = self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def _records_tf_data(path: Path):

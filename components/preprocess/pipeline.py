@@ -68,8 +68,11 @@ def _events(p, tag: str, inputs: Inputs, catalog):
 
 
 def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
-          shards: dict[str, int], side_input: bool) -> None:
+          shards: dict[str, int], side_input: bool, spill: bool = False) -> None:
     """Add the whole preprocess graph to `p`; `out` holds the temp output folders.
+
+    `spill` (the DirectRunner): the side-input join's events reach the shard writer through
+    files in out["spill"] instead of through the runner's memory (sinks.SpillByShard).
 
     Inputs are read and validated twice (cheap: Parquet decode + vectorized checks): once to
     count impressions and rejects for the analysis, once to transform. The alternative, keeping
@@ -94,8 +97,10 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     again = _events(p, "Transform", inputs, catalog)
     keyed = (again.events | "TransformEvents" >> beam.ParDo(
                  S.TransformEvents(out["transform"], shards, key_by_item=not side_input), ready))
-    writer = sinks.WriteShard(out["examples"], shards, config.preprocess.compression)
+    writer = sinks.WriteShard(out["examples"], shards, config.preprocess.compression, spilled=spill and side_input)
     if side_input:
+        if spill:
+            keyed = keyed | "SpillByShard" >> beam.ParDo(sinks.SpillByShard(out["spill"]))
         stats = (keyed | "GroupByShard" >> beam.GroupByKey()
                  | "WriteShards" >> beam.ParDo(writer, beam.pvalue.AsDict(item_parts)))
     else:

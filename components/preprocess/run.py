@@ -65,6 +65,13 @@ def pipeline_options(config: Config, beam_args: list[str] | tuple[str, ...] = ()
     return options
 
 
+def spills_shuffle(options) -> bool:
+    """The DirectRunner (its FnApiRunner) keeps a GroupByKey's input in memory: spill instead."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    return (options.view_as(StandardOptions).runner or "").lower() in DIRECT_NAMES
+
+
 def _shard_counts(config: Config) -> dict[str, int]:
     workers, pre = config.train.workers, config.preprocess
     return {"train": workers * pre.readers_per_worker * pre.shard_multiple,
@@ -80,7 +87,8 @@ def _temp_dirs(paths: RunPaths) -> dict[str, str]:
     examples = temp_sibling(paths.examples_dir)
     transform = temp_sibling(paths.transform_dir)
     return {"examples": str(examples), "transform": str(transform),
-            "tft_tmp": str(examples / "_tft_tmp"), "rejected": str(examples / "_rejected")}
+            "tft_tmp": str(examples / "_tft_tmp"), "rejected": str(examples / "_rejected"),
+            "spill": str(examples / "_spill")}
 
 
 def _complete_shards(out_dir: Path, stats: list[dict], shards: dict[str, int]) -> list[dict]:
@@ -128,7 +136,7 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
                  paths.ds, events, len(inputs.train), "side input" if side_input else "CoGroupByKey", shards,
                  {k: v for k, v in options.get_all_options(drop_default=True).items() if k != "beam_args"})
         with beam.Pipeline(options=options) as p:
-            build(p, config, inputs, out, shards, side_input)
+            build(p, config, inputs, out, shards, side_input, spill=spills_shuffle(options))
         examples_tmp = Path(out["examples"])
         counts = json.loads((examples_tmp / STATS_DIR / "counts.json").read_text())
         stats = json.loads((examples_tmp / STATS_DIR / "shards.json").read_text())
@@ -139,7 +147,7 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
         if report["problems"]:
             raise ValidationError(report["problems"])
         stats = _complete_shards(examples_tmp, stats, shards)
-        for scratch in (STATS_DIR, "_tft_tmp", "_rejected"):
+        for scratch in (STATS_DIR, "_tft_tmp", "_rejected", "_spill"):
             shutil.rmtree(examples_tmp / scratch, ignore_errors=True)
         manifest = M.build(paths, stats, config.train.workers, config.preprocess.compression, config.model,
                            M.transform_fingerprint(Path(out["transform"])),

@@ -2,11 +2,20 @@
 
 WriteShard writes each shard straight into the temp output with the in-process ShardWriter
 (sha256 computed while writing); the stats it yields become manifest entries.
+
+SpillByShard is for runners whose GroupByKey holds its input in memory (the DirectRunner keeps
+every PCollection that crosses a fusion break in the runner process, so grouping the day's
+events by shard held the whole day): each bundle appends its chunks to one file per shard, only
+the file names cross the GroupByKey, and WriteShard reads one shard's chunks back. Memory then
+stays flat in the day's size. Distributed runners shuffle to disk themselves and skip it.
 """
 from __future__ import annotations
 
 import json
 import os
+import pickle
+import uuid
+from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 import numpy as np
@@ -32,6 +41,46 @@ def join_by_item(element, shards: dict[str, int]):
             yield (split, int(value)), grouped_chunk
 
 
+class SpillByShard(beam.DoFn):
+    """((split, shard), chunk) -> appended to this bundle's file for that shard; at the bundle's
+    end, ((split, shard), file) per file. A retried bundle writes new files (new names) and
+    only a committed bundle's names reach the writer, as in Beam's own file sinks."""
+
+    def __init__(self, spill_dir: str):
+        self.spill_dir = spill_dir
+
+    def start_bundle(self):
+        self._files = {}
+
+    def process(self, element):
+        (split, shard), chunk = element
+        spill = self._files.get((split, shard))
+        if spill is None:
+            os.makedirs(self.spill_dir, exist_ok=True)
+            name = f"{split}-{shard:05d}-{uuid.uuid4().hex}.pickle"
+            spill = self._files[(split, shard)] = open(os.path.join(self.spill_dir, name), "wb")
+        pickle.dump(chunk, spill, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindows
+
+        files, self._files = self._files, {}
+        for key, spill in files.items():
+            spill.close()
+            yield GlobalWindows.windowed_value((key, spill.name))
+
+
+def read_spilled(files: Iterable[str]) -> Iterator[EventChunk]:
+    """The chunks SpillByShard wrote (our own temp files: pickle is safe here)."""
+    for path in files:
+        with open(path, "rb") as spill:
+            while True:
+                try:
+                    yield pickle.load(spill)
+                except EOFError:
+                    break
+
+
 class WriteShard(beam.DoFn):
     """All chunks of one shard -> one TFRecord file in the temp output; yields its stats.
 
@@ -39,12 +88,14 @@ class WriteShard(beam.DoFn):
     so the 8 KB item bytes never travel through the shuffle; without it, chunks hold examples.
     A shard's writer thread (file write + sha256 + fsync) keeps draining while the next shard
     is built (at most MAX_OPEN_WRITERS at once); stats are emitted at the end of the bundle.
+    `spilled`: the grouped values are SpillByShard's file names, not chunks.
     """
 
-    def __init__(self, out_dir: str, shards: dict[str, int], compression: str):
+    def __init__(self, out_dir: str, shards: dict[str, int], compression: str, spilled: bool = False):
         self.out_dir = out_dir
         self.shards = shards
         self.compression = compression
+        self.spilled = spilled
 
     def start_bundle(self):
         self._open, self._results, self._closed = [], [], 0
@@ -57,7 +108,7 @@ class WriteShard(beam.DoFn):
 
     def process(self, element, items=None):
         (split, shard), chunks = element
-        chunks = list(chunks)
+        chunks = list(read_spilled(chunks) if self.spilled else chunks)
         keys = np.concatenate([c.keys for c in chunks])
         item_ids = np.concatenate([c.item_ids for c in chunks])
         parts = [p for c in chunks for p in c.payloads()]
