@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -23,6 +24,10 @@ from pipeline.config_checks import CHECKS
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "params.yaml"
 ENV_PREFIX = "RECO__"
+URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+URL_REFUSED = ("is a URL; artifacts are written with local file operations (atomic rename, fsync), "
+               "so every root must be a local or mounted path (a PVC, gcsfuse, an S3 CSI mount); "
+               "see docs/scaling.md")
 
 
 class ConfigError(ValueError):
@@ -252,6 +257,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if hint is Path:
         if not isinstance(value, (str, Path)):
             raise ConfigError(f"{key}: got {value!r}, expected a path string")
+        if isinstance(value, str) and URL.match(value):     # Path() would fold gs:// into gs:/
+            raise ConfigError(f"{key}: {value!r} {URL_REFUSED}")
         p = Path(value).expanduser()
         return p if p.is_absolute() else PROJECT_ROOT / p
     if hint is float and isinstance(value, int) and not isinstance(value, bool):

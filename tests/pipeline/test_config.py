@@ -59,6 +59,8 @@ def test_round_trip_through_dict():
         ("", {"push.warmup_batch_sizes": []}, ["push.warmup_batch_sizes", "non-empty"]),
         ("train: 3\n", {}, ["train must be a mapping"]),
         ("- a\n- b\n", {}, ["expected a mapping"]),
+        ("", {"data.artifact_root": "gs://bucket/reco"}, ["data.artifact_root", "'gs://bucket/reco' is a URL"]),
+        ("data:\n  raw_root: s3://lake/events\n", {}, ["data.raw_root", "is a URL", "mounted path"]),
     ],
 )
 def test_errors_name_the_key_value_and_expectation(tmp_path, yaml_text, overrides, fragments):
