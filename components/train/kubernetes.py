@@ -63,7 +63,8 @@ def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
     """One worker pod: image, command, env, GPUs, the config, shared artifacts and local SSD."""
     resources: dict[str, Any] = {}
     if config.train.gpus_per_worker:
-        resources = {"limits": {"nvidia.com/gpu": config.train.gpus_per_worker}}
+        # A Quantity, which the API's schema types as a string.
+        resources = {"limits": {"nvidia.com/gpu": str(config.train.gpus_per_worker)}}
     return {
         "restartPolicy": "Never",
         "containers": [{

@@ -59,8 +59,11 @@ def test_images_pin_the_constrained_versions():
     worker_from = dict(dockerfile_instructions("worker.Dockerfile"))["FROM"]
     assert airflow_from == f"apache/airflow:{pinned('apache-airflow')}-python3.11"
     assert worker_from == f"tensorflow/tensorflow:{pinned('tensorflow')}-gpu"
+    # TF Serving must load what the pinned TensorFlow exports (ops, SavedModel features): the
+    # server is the same release. The client protos (tensorflow-serving-api) stay at the version
+    # tfx-bsl allows; they only parse configs and requests, which are backward compatible.
     serving_image = compose()["services"]["tf-serving"]["image"]
-    assert serving_image.startswith("tensorflow/serving:")
+    assert serving_image == f"tensorflow/serving:{pinned('tensorflow')}"
 
 
 def test_every_copied_path_exists_and_installs_with_constraints():

@@ -51,7 +51,7 @@ def test_tfjob_manifest():
                                     "--run-id", paths.run_id]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["TF_USE_LEGACY_KERAS"] == "1" and "TF_CONFIG" not in env   # the operator sets it
-    assert container["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts == {"config": "/etc/reco", "artifacts": "/mnt/artifacts", "ssd": "/mnt/ssd"}
     volumes = {v["name"]: v for v in worker["template"]["spec"]["volumes"]}
@@ -132,3 +132,38 @@ def test_failed_job_is_deleted_and_raises(tmp_path, monkeypatch):
     with pytest.raises(GangError, match="failed"):
         k8s.submit_and_wait(config, paths, cfg_json, cluster=cluster)
     assert cluster.deleted == ["Job", "Service", "ConfigMap"]
+
+
+MODELS = {"ConfigMap": "V1ConfigMap", "Job": "V1Job", "Service": "V1Service"}
+
+
+def _api_schema_round_trip(doc: dict, model: str) -> dict:
+    """`doc` deserialized into the kubernetes client's model of the API type, then serialized
+    again: required fields are checked on the way in, and any key the API does not define is
+    dropped, so the result differs from `doc` wherever `doc` is not a valid object."""
+    from kubernetes.client import ApiClient
+
+    class Response:
+        data = json.dumps(doc)
+
+    client = ApiClient()
+    return client.sanitize_for_serialization(client.deserialize(Response(), model))
+
+
+@pytest.mark.parametrize("flavor", ["tfjob", "indexed-job"])
+def test_rendered_objects_are_valid_kubernetes_api_objects(flavor):
+    config = _config(**{"train.k8s_flavor": flavor})
+    docs = _render(config, _paths(config))
+    for doc in docs:
+        if doc["kind"] == "TFJob":      # a CRD the client has no model of: check its pod template
+            template = doc["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+            assert _api_schema_round_trip(template, "V1PodTemplateSpec") == template
+        else:
+            assert _api_schema_round_trip(doc, MODELS[doc["kind"]]) == doc, doc["kind"]
+
+
+def test_schema_check_catches_a_misspelt_field():
+    config = _config(**{"train.k8s_flavor": "indexed-job"})
+    job = _render(config, _paths(config))[-1]
+    job["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []     # not an API field
+    assert _api_schema_round_trip(job, "V1Job") != job
