@@ -15,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): setup.py constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[airflow,worker,dev]'
 	@touch $(STAMP)
 
 test: setup

@@ -1,7 +1,9 @@
-# Airflow image: scheduler, API server, DAG processor and LocalExecutor/Celery workers.
-# The project is installed so tasks can run locally, but the DAG files import only `pipeline`
-# (pure Python): TensorFlow and Beam load inside task processes, never on the parse path.
+# Airflow image. Default (EXTRAS=airflow): scheduler, API server and DAG processor of a Celery or
+# Kubernetes-executor deployment, with no TensorFlow or Beam (the DAG files import only
+# `pipeline`). Any image that also executes the step bodies in-process (the LocalExecutor of
+# docker-compose.yml, Celery workers) is built with EXTRAS=airflow,worker.
 FROM apache/airflow:3.3.2-python3.11
+ARG EXTRAS=airflow
 
 USER root
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential \
@@ -12,7 +14,7 @@ WORKDIR /opt/reco
 COPY --chown=airflow:root constraints.txt setup.py ./
 COPY --chown=airflow:root pipeline ./pipeline
 COPY --chown=airflow:root components ./components
-RUN pip install --no-cache-dir -c constraints.txt -e .
+RUN pip install --no-cache-dir -c constraints.txt -e ".[${EXTRAS}]"
 COPY --chown=airflow:root conf ./conf
 COPY --chown=airflow:root dags ./dags
 COPY --chown=airflow:root scripts ./scripts

@@ -7,7 +7,7 @@ WORKDIR /opt/reco
 COPY constraints.txt setup.py ./
 COPY pipeline ./pipeline
 COPY components ./components
-RUN pip install --no-cache-dir -c constraints.txt -e .
+RUN pip install --no-cache-dir -c constraints.txt -e ".[worker]"     # no Airflow in this image
 COPY conf ./conf
 
 ENV PYTHONPATH=/opt/reco \

@@ -1,4 +1,5 @@
 """No Docker engine here: check statically what can be checked, so the images and compose file line up."""
+import ast
 import re
 from pathlib import Path
 
@@ -64,6 +65,35 @@ def test_images_pin_the_constrained_versions():
     # tfx-bsl allows; they only parse configs and requests, which are backward compatible.
     serving_image = compose()["services"]["tf-serving"]["image"]
     assert serving_image == f"tensorflow/serving:{pinned('tensorflow')}"
+
+
+def setup_lists() -> dict[str, list[str]]:
+    """setup.py's requirement lists (COMMON, AIRFLOW, WORKER, DEV), read without running it."""
+    tree = ast.parse((PROJECT_ROOT / "setup.py").read_text())
+    return {target.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name) and target.id.isupper()}
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def _installs(name: str) -> str:
+    return " ".join(args for op, args in dockerfile_instructions(name) if op == "RUN" and "pip install" in args)
+
+
+def test_images_install_only_their_side():
+    """The lean Airflow image has no TensorFlow/Beam, the worker image no Airflow; compose's
+    all-in-one LocalExecutor image adds the worker extra explicitly."""
+    airflow_args = dict(a.split("=", 1) for op, a in dockerfile_instructions("airflow.Dockerfile") if op == "ARG")
+    assert airflow_args["EXTRAS"] == "airflow" and '".[${EXTRAS}]"' in _installs("airflow.Dockerfile")
+    assert '".[worker]"' in _installs("worker.Dockerfile")
+    assert compose()["x-airflow"]["build"]["args"]["EXTRAS"] == "airflow,worker"
+    lists = setup_lists()
+    heavy = {"tensorflow", "tf-keras", "tensorflow-transform", "tfx-bsl", "apache-beam"}
+    assert not heavy & names(lists["AIRFLOW"] + lists["COMMON"])
+    assert heavy <= names(lists["WORKER"])
+    assert "apache-airflow" not in names(lists["WORKER"] + lists["COMMON"])
 
 
 def test_every_copied_path_exists_and_installs_with_constraints():
