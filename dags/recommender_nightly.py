@@ -216,11 +216,11 @@ def recommender_nightly():
                                                      doc_md="Beam launcher pod (runner from config).")
         validated >> preprocess_op
         preprocessed = preprocess_op.output
-        staged = stage(spec, preprocessed)
         train_op = k8s_operators.train_pod(CONFIG, pool=CONFIG.schedule.training_pool,
                                            execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600),
-                                           doc_md="Gang launcher pod for the worker manifests.")
-        staged >> train_op
+                                           doc_md="Gang launcher pod: each worker pod stages its own shards "
+                                                  "onto its node's SSD (init container), then trains.")
+        preprocess_op >> train_op
         trained = train_op.output
     else:
         preprocessed = preprocess(spec, validated)

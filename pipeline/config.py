@@ -118,6 +118,8 @@ class TrainConfig:
     seed: int = 0
     k8s_flavor: str = "tfjob"            # "tfjob" (Kubeflow) or "indexed-job" (+ headless Service)
     k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
+    k8s_raw_pvc: str = "reco-raw"               # shared volume with raw_root (read by the preprocess pod)
+    k8s_service_account: str = "reco-launcher"  # launcher pods; RBAC: python -m components.train.kubernetes rbac
     export: bool = True                  # false: train + evaluate only (benchmarks)
     warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"

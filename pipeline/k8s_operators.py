@@ -32,10 +32,28 @@ def step_env(config: Config) -> dict[str, str]:
     }
 
 
-def pod_step(task_id: str, module: str, config: Config, extra_args=(), **task_kwargs: Any):
+def shared_volumes(config: Config, raw: bool = False) -> tuple[list, list]:
+    """(volumes, mounts): the artifact store (and, for preprocess, the raw data read-only) at the
+    paths the config names, so a pod sees every RunPaths path where a local run does."""
+    from kubernetes.client import models as k8s
+
+    claims = [("artifacts", config.train.k8s_artifacts_pvc, config.data.artifact_root, False)]
+    if raw:
+        claims.append(("raw", config.train.k8s_raw_pvc, config.data.raw_root, True))
+    volumes = [k8s.V1Volume(name=name, persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
+        claim_name=claim, read_only=read_only)) for name, claim, _, read_only in claims]
+    mounts = [k8s.V1VolumeMount(name=name, mount_path=str(path), read_only=read_only)
+              for name, _, path, read_only in claims]
+    return volumes, mounts
+
+
+def pod_step(task_id: str, module: str, config: Config, extra_args=(), raw: bool = False, **task_kwargs: Any):
     from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
+    volumes, mounts = shared_volumes(config, raw)
     return KubernetesPodOperator(
+        volumes=volumes,
+        volume_mounts=mounts,
         task_id=task_id,
         name=f"reco-{task_id}",
         namespace=config.train.namespace,
@@ -54,9 +72,11 @@ def pod_step(task_id: str, module: str, config: Config, extra_args=(), **task_kw
 def preprocess_pod(config: Config, **task_kwargs: Any):
     """The Beam launcher pod: the pipeline itself runs on the runner named in the Beam flags."""
     beam = [f"--runner={config.preprocess.runner}", *config.preprocess.beam_args]
-    return pod_step("preprocess", "components.preprocess", config, beam, **task_kwargs)
+    return pod_step("preprocess", "components.preprocess", config, beam, raw=True, **task_kwargs)
 
 
 def train_pod(config: Config, **task_kwargs: Any):
-    """The gang launcher pod: submits the worker manifests and supervises them (all or none)."""
-    return pod_step("train", "components.train", config, ["--backend", "kubernetes"], **task_kwargs)
+    """The gang launcher pod: submits the worker manifests and supervises them (all or none), with
+    the service account whose Role allows exactly that; reads the chief's result from the store."""
+    return pod_step("train", "components.train", config, ["--backend", "kubernetes"],
+                    service_account_name=config.train.k8s_service_account, **task_kwargs)

@@ -9,9 +9,16 @@ Two flavours, same pods:
   RECO_WORKER_HOSTS and JOB_COMPLETION_INDEX (see worker.Task.from_env).
 
 Data layout on the cluster: the artifact root (transform graph, backups, model) is a shared
-volume mounted at the same path as locally, so every path in RunPaths is unchanged; the staged
-shards are on each node's local SSD (hostPath at staging_root), filled by the stage step.
-Rendering is pure Python (dicts -> YAML), unit-tested without a cluster.
+volume mounted at the same path as locally, so every path in RunPaths is unchanged. Each worker
+pod stages its own shards onto its node's local SSD first: an init container runs
+`python -m components.stage --worker I`, into a hostPath subdirectory per worker index (two
+workers on one node do not share a staged dir), mounted at staging_root in both containers.
+
+Lifecycle: the Job (or TFJob) is created first, then its ConfigMap and Service owned by it, so
+the garbage collector removes them with the Job; the launcher deletes the Job on success and on
+failure (a failed gang's pod logs are read first), and `ttlSecondsAfterFinished` removes it even
+if the launcher itself was killed. Rendering is pure Python (dicts -> YAML), tested against the
+API's models; the calls are in kube_client.py.
 """
 from __future__ import annotations
 
@@ -33,6 +40,11 @@ log = logging.getLogger(__name__)
 PORT = 2222
 CONFIG_MOUNT = "/etc/reco"
 POLL_S = 5.0
+TTL_S = 3600             # a finished Job (and what it owns) is garbage-collected after this
+WORKER_INDEX_ENV = "RECO_WORKER_INDEX"
+# Where each flavour's controller writes a pod's worker index (read through the downward API).
+INDEX_FIELD = {"tfjob": "metadata.labels['training.kubeflow.org/replica-index']",
+               "indexed-job": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
 
 
 def resource_name(paths: RunPaths) -> str:
@@ -58,27 +70,42 @@ def _labels(name: str) -> dict[str, str]:
     return {"app": "reco-nightly", "step": "train", "reco/run": name}
 
 
+def _mounts(config: Config) -> list[dict[str, Any]]:
+    return [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
+            {"name": "artifacts", "mountPath": str(config.data.artifact_root)},
+            {"name": "ssd", "mountPath": str(config.data.staging_root),
+             "subPathExpr": f"worker-$({WORKER_INDEX_ENV})"}]
+
+
+def stage_container(config: Config, paths: RunPaths, env: list[dict[str, Any]]) -> dict[str, Any]:
+    """The init container: copy this worker's shards from the shared store to the node's SSD."""
+    return {"name": "stage", "image": config.train.image, "env": env, "volumeMounts": _mounts(config),
+            "command": ["python", "-m", "components.stage", "--config", f"{CONFIG_MOUNT}/config.json",
+                        "--date", paths.ds, "--run-id", paths.run_id,
+                        "--worker", f"$({WORKER_INDEX_ENV})", "--workers", str(config.train.workers)]}
+
+
 def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
              extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """One worker pod: image, command, env, GPUs, the config, shared artifacts and local SSD."""
+    """One worker pod: stage, then train; the config, shared artifacts and the node's SSD."""
     resources: dict[str, Any] = {}
     if config.train.gpus_per_worker:
         # A Quantity, which the API's schema types as a string.
         resources = {"limits": {"nvidia.com/gpu": str(config.train.gpus_per_worker)}}
+    index = {"name": WORKER_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD[config.train.k8s_flavor]}}}
+    env = [index, *_env(extra_env)]
     return {
         "restartPolicy": "Never",
+        "automountServiceAccountToken": False,       # workers never call the API
+        "initContainers": [stage_container(config, paths, env)],
         "containers": [{
             "name": container,
             "image": config.train.image,
             "command": worker_command(paths),
-            "env": _env(extra_env),
+            "env": env,
             "ports": [{"name": "tfjob-port", "containerPort": PORT}],
             "resources": resources,
-            "volumeMounts": [
-                {"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-                {"name": "artifacts", "mountPath": str(config.data.artifact_root)},
-                {"name": "ssd", "mountPath": str(config.data.staging_root)},
-            ],
+            "volumeMounts": _mounts(config),
         }],
         "volumes": [
             {"name": "config", "configMap": {"name": f"{name}-config"}},
@@ -104,7 +131,7 @@ def tfjob(config: Config, paths: RunPaths, name: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": config.train.namespace,
                      "labels": _labels(name)},
         "spec": {
-            "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 0,
+            "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 0, "ttlSecondsAfterFinished": TTL_S,
                           "activeDeadlineSeconds": int(config.train.timeout_s),
                           "schedulingPolicy": {"minAvailable": n}},
             "successPolicy": "AllWorkers",
@@ -133,6 +160,7 @@ def indexed_job(config: Config, paths: RunPaths, name: str) -> list[dict[str, An
         "metadata": {"name": name, "namespace": ns, "labels": _labels(name)},
         "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n,
                  "backoffLimit": 0, "activeDeadlineSeconds": int(config.train.timeout_s),
+                 "ttlSecondsAfterFinished": TTL_S,
                  "template": {"metadata": {"labels": _labels(name)}, "spec": spec}},
     }
     return [service, job]
@@ -173,81 +201,83 @@ def job_state(doc: dict[str, Any], status: dict[str, Any]) -> str | None:
     return None
 
 
-def submit_and_wait(config: Config, paths: RunPaths, config_json: Path, cluster=None) -> None:
-    """Apply the manifests, poll until the job ends, delete everything on failure or timeout."""
+def owned_by(doc: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with an ownerReference to the created `owner`: deleted with it by the garbage collector."""
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+           "uid": owner["metadata"]["uid"], "blockOwnerDeletion": False}
+    return {**doc, "metadata": {**doc["metadata"], "ownerReferences": [ref]}}
+
+
+def _wait(config: Config, cluster, job: dict[str, Any]) -> None:
     from components.train.launcher import GangError, GangTimeout
+
+    name = job["metadata"]["name"]
+    deadline = time.monotonic() + config.train.timeout_s
+    while True:
+        state = job_state(job, cluster.status(job))
+        if state == "succeeded":
+            return
+        if state == "failed":
+            logs = cluster.failed_pod_logs(job["metadata"]["namespace"], name)
+            tails = "".join(f"\n--- {pod} (last lines) ---\n{text}" for pod, text in sorted(logs.items()))
+            raise GangError(f"{job['kind']} {name} failed: pod(s) {sorted(logs) or 'unknown'} failed{tails}")
+        if time.monotonic() > deadline:
+            raise GangTimeout(f"{job['kind']} {name} exceeded {config.train.timeout_s:.0f} s")
+        time.sleep(POLL_S)
+
+
+def submit_and_wait(config: Config, paths: RunPaths, config_json: Path, cluster=None) -> None:
+    """Create the job, then what it owns; poll until it ends; delete it either way."""
+    from components.train.kube_client import KubeCluster
 
     docs = render(config, paths, Path(config_json).read_text())
     manifest = write_manifests(docs, paths)
     cluster = cluster or KubeCluster()
-    job = docs[-1]
+    job, owned = docs[-1], docs[:-1]
     log.info("submitting %s %s (%s)", job["kind"], job["metadata"]["name"], manifest)
-    for doc in docs:
-        cluster.create(doc)
-    deadline = time.monotonic() + config.train.timeout_s
+    created = cluster.create(job)
     try:
-        while True:
-            state = job_state(job, cluster.status(job))
-            if state == "succeeded":
-                return
-            if state == "failed":
-                raise GangError(f"{job['kind']} {job['metadata']['name']} failed; "
-                                f"see `kubectl logs -l reco/run={job['metadata']['name']}`")
-            if time.monotonic() > deadline:
-                raise GangTimeout(f"{job['kind']} exceeded {config.train.timeout_s:.0f} s")
-            time.sleep(POLL_S)
-    except BaseException:
-        for doc in reversed(docs):
+        for doc in owned:
+            cluster.create(owned_by(doc, created))
+        _wait(config, cluster, job)
+    finally:
+        for doc in (job, *owned):         # owned objects go with the job; deleting them too is quick
             cluster.delete(doc)
-        raise
 
 
-class KubeCluster:
-    """The few API calls the backend needs, via the official client (in-cluster or kubeconfig)."""
+def rbac(config: Config) -> list[dict[str, Any]]:
+    """ServiceAccount + Role + RoleBinding for the launcher pod: exactly the calls kube_client makes."""
+    ns, sa = config.train.namespace, config.train.k8s_service_account
+    meta = {"name": sa, "namespace": ns, "labels": {"app": "reco-nightly"}}
+    verbs = ["create", "get", "delete"]
+    rules = [{"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": verbs},
+             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
+             {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+             {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": verbs}]
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]}]
 
-    def __init__(self):
-        from kubernetes import client
-        from kubernetes import config as kube_config
 
-        try:
-            kube_config.load_incluster_config()
-        except kube_config.ConfigException:
-            kube_config.load_kube_config()
-        self.api = client.ApiClient()
-        self.custom = client.CustomObjectsApi(self.api)
+def main(argv: list[str] | None = None) -> int:
+    """`python -m components.train.kubernetes rbac [--config F]`: the RBAC objects, as YAML."""
+    import argparse
+    import sys
 
-    def create(self, doc: dict) -> None:
-        from kubernetes import utils
+    from pipeline.cli import load_args_config
 
-        if doc["kind"] == "TFJob":
-            self.custom.create_namespaced_custom_object(
-                "kubeflow.org", "v1", doc["metadata"]["namespace"], "tfjobs", doc)
-        else:
-            utils.create_from_dict(self.api, doc)
+    parser = argparse.ArgumentParser(prog="python -m components.train.kubernetes", description=main.__doc__)
+    parser.add_argument("what", choices=["rbac"])
+    parser.add_argument("--config", help="params file (default: $RECO_CONFIG or conf/params.yaml)")
+    args = parser.parse_args(argv)
+    args.overrides_json, args.set = "{}", []
+    sys.stdout.write(to_yaml(rbac(load_args_config(args))))
+    return 0
 
-    def status(self, doc: dict) -> dict:
-        from kubernetes import client
 
-        ns, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
-        if doc["kind"] == "TFJob":
-            obj = self.custom.get_namespaced_custom_object("kubeflow.org", "v1", ns, "tfjobs", name)
-            return obj.get("status") or {}
-        obj = client.BatchV1Api(self.api).read_namespaced_job_status(name, ns)
-        return self.api.sanitize_for_serialization(obj.status) or {}
-
-    def delete(self, doc: dict) -> None:
-        from kubernetes import client
-
-        ns, name, kind = doc["metadata"]["namespace"], doc["metadata"]["name"], doc["kind"]
-        body = client.V1DeleteOptions(propagation_policy="Foreground")
-        try:
-            if kind == "TFJob":
-                self.custom.delete_namespaced_custom_object("kubeflow.org", "v1", ns, "tfjobs", name)
-            elif kind == "Job":
-                client.BatchV1Api(self.api).delete_namespaced_job(name, ns, body=body)
-            elif kind == "Service":
-                client.CoreV1Api(self.api).delete_namespaced_service(name, ns)
-            elif kind == "ConfigMap":
-                client.CoreV1Api(self.api).delete_namespaced_config_map(name, ns)
-        except client.ApiException as err:
-            log.warning("could not delete %s %s: %s", kind, name, err.reason)
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -200,7 +200,10 @@ for task_id in ("preprocess", "train"):
     t = dag.get_task(task_id)
     out[task_id] = {"type": type(t).__name__, "image": t.image, "cmds": t.cmds, "arguments": t.arguments,
                     "namespace": t.namespace, "pool": t.pool, "env": env_dict(t.env_vars),
-                    "upstream": sorted(t.upstream_task_ids)}
+                    "upstream": sorted(t.upstream_task_ids), "service_account": t.service_account_name,
+                    "mounts": {m.mount_path: [m.name, bool(m.read_only)] for m in t.volume_mounts},
+                    "claims": {v.name: v.persistent_volume_claim.claim_name for v in t.volumes}}
+out["tasks"] = sorted(dag.task_ids)
 print(json.dumps(out))
 """
     env = {**os.environ, **AIRFLOW_ENV, "RECO__TRAIN__BACKEND": "kubernetes", "RECO__TRAIN__IMAGE": "reco-worker:1.2",
@@ -217,7 +220,13 @@ print(json.dumps(out))
     assert "--runner=DataflowRunner" in pre["arguments"] and "--project=acme" in pre["arguments"]
     assert train["cmds"] == ["python", "-m", "components.train"] and "kubernetes" in train["arguments"]
     assert "resolve_run" in pre["arguments"][1] and "/airflow/xcom/return.json" in train["arguments"]
-    assert train["pool"] == "training" and train["upstream"] == ["stage"]
+    assert train["pool"] == "training" and train["upstream"] == ["preprocess"]
+    assert "stage" not in pods["tasks"]                   # worker pods stage onto their own nodes
+    assert train["service_account"] == "reco-launcher" and pre["service_account"] in (None, "default")
+    artifacts = pre["env"]["RECO__DATA__ARTIFACT_ROOT"]
+    assert train["mounts"] == {artifacts: ["artifacts", False]}        # reads the chief's result.json
+    assert pre["mounts"] == {artifacts: ["artifacts", False], pre["env"]["RECO__DATA__RAW_ROOT"]: ["raw", True]}
+    assert pre["claims"] == {"artifacts": "reco-artifacts", "raw": "reco-raw"}
     assert pre["env"]["TF_USE_LEGACY_KERAS"] == "1" and "RECO__DATA__SERVING_BASE" in pre["env"]
 
 

@@ -39,6 +39,7 @@ def test_tfjob_manifest():
                                "labels": {"app": "reco-nightly", "step": "train", "reco/run": name}}
     run_policy = job["spec"]["runPolicy"]
     assert run_policy["backoffLimit"] == 0 and run_policy["cleanPodPolicy"] == "All"
+    assert run_policy["ttlSecondsAfterFinished"] == k8s.TTL_S
     assert run_policy["activeDeadlineSeconds"] == 1800
     assert run_policy["schedulingPolicy"]["minAvailable"] == 3          # gang scheduling
     worker = job["spec"]["tfReplicaSpecs"]["Worker"]
@@ -49,11 +50,21 @@ def test_tfjob_manifest():
     assert container["command"] == ["python", "-m", "components.train.worker", "--config-json",
                                     "/etc/reco/config.json", "--date", "2026-11-08",
                                     "--run-id", paths.run_id]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["TF_USE_LEGACY_KERAS"] == "1" and "TF_CONFIG" not in env   # the operator sets it
     assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts == {"config": "/etc/reco", "artifacts": "/mnt/artifacts", "ssd": "/mnt/ssd"}
+    ssd = next(m for m in container["volumeMounts"] if m["name"] == "ssd")
+    assert ssd["subPathExpr"] == "worker-$(RECO_WORKER_INDEX)"          # one staged dir per worker
+    index = {e["name"]: e for e in container["env"]}["RECO_WORKER_INDEX"]
+    assert index["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['training.kubeflow.org/replica-index']"
+    (stage,) = worker["template"]["spec"]["initContainers"]
+    assert stage["command"] == ["python", "-m", "components.stage", "--config", "/etc/reco/config.json",
+                                "--date", "2026-11-08", "--run-id", paths.run_id,
+                                "--worker", "$(RECO_WORKER_INDEX)", "--workers", "3"]
+    assert stage["volumeMounts"] == container["volumeMounts"] and stage["image"] == container["image"]
+    assert worker["template"]["spec"]["automountServiceAccountToken"] is False
     volumes = {v["name"]: v for v in worker["template"]["spec"]["volumes"]}
     assert volumes["ssd"]["hostPath"]["path"] == "/mnt/ssd"             # node-local staged shards
     assert volumes["artifacts"]["persistentVolumeClaim"]["claimName"] == "reco-artifacts"
@@ -72,8 +83,11 @@ def test_indexed_job_with_headless_service():
     assert job["spec"]["backoffLimit"] == 0                # one failed pod fails the gang
     pod = job["spec"]["template"]["spec"]
     assert pod["subdomain"] == name and pod["restartPolicy"] == "Never"
-    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["RECO_WORKER_HOSTS"].split(",") == [f"{name}-{i}.{name}:2222" for i in range(3)]
+    index = {e["name"]: e for e in pod["containers"][0]["env"]}["RECO_WORKER_INDEX"]
+    assert "job-completion-index" in index["valueFrom"]["fieldRef"]["fieldPath"]
+    assert job["spec"]["ttlSecondsAfterFinished"] == k8s.TTL_S
     assert pod["containers"][0]["resources"] == {}
 
 
@@ -100,41 +114,48 @@ def test_resource_names_are_dns_safe_and_unique():
 
 class FakeCluster:
     def __init__(self, states):
-        self.states, self.created, self.deleted = list(states), [], []
+        self.states, self.created, self.deleted, self.owners = list(states), [], [], {}
 
     def create(self, doc):
         self.created.append(doc["kind"])
+        self.owners[doc["kind"]] = [o["kind"] for o in doc["metadata"].get("ownerReferences", [])]
+        return {**doc, "metadata": {**doc["metadata"], "uid": f"uid-{doc['kind']}"}}
 
     def status(self, doc):
         return self.states.pop(0) if self.states else {}
+
+    def failed_pod_logs(self, namespace, run_label):
+        return {f"{run_label}-1": "Traceback: boom\n"}
 
     def delete(self, doc):
         self.deleted.append(doc["kind"])
 
 
-def test_submit_waits_for_success(tmp_path, monkeypatch):
+def test_submit_waits_for_success_then_cleans_up(tmp_path, monkeypatch):
     monkeypatch.setattr(k8s, "POLL_S", 0.01)
     config = _config(**{"data.artifact_root": str(tmp_path)})
     paths, cfg_json = _paths(config), tmp_path / "config.json"
     cfg_json.write_text(json.dumps(config.to_dict()))
     cluster = FakeCluster([{}, {"conditions": [{"type": "Succeeded", "status": "True"}]}])
     k8s.submit_and_wait(config, paths, cfg_json, cluster=cluster)
-    assert cluster.created == ["ConfigMap", "TFJob"] and cluster.deleted == []
+    assert cluster.created == ["TFJob", "ConfigMap"] and cluster.owners["ConfigMap"] == ["TFJob"]
+    assert cluster.deleted == ["TFJob", "ConfigMap"]
     assert (paths.train_dir / "k8s" / "manifests.yaml").exists()
 
 
-def test_failed_job_is_deleted_and_raises(tmp_path, monkeypatch):
+def test_failed_job_is_deleted_and_raises_with_the_failed_pods_log(tmp_path, monkeypatch):
     monkeypatch.setattr(k8s, "POLL_S", 0.01)
     config = _config(**{"data.artifact_root": str(tmp_path), "train.k8s_flavor": "indexed-job"})
     paths, cfg_json = _paths(config), tmp_path / "config.json"
     cfg_json.write_text("{}")
     cluster = FakeCluster([{"active": 3}, {"failed": 1, "active": 2}])
-    with pytest.raises(GangError, match="failed"):
+    with pytest.raises(GangError, match="(?s)-1'] failed.*Traceback: boom"):
         k8s.submit_and_wait(config, paths, cfg_json, cluster=cluster)
-    assert cluster.deleted == ["Job", "Service", "ConfigMap"]
+    assert cluster.deleted == ["Job", "ConfigMap", "Service"]
 
 
-MODELS = {"ConfigMap": "V1ConfigMap", "Job": "V1Job", "Service": "V1Service"}
+MODELS = {"ConfigMap": "V1ConfigMap", "Job": "V1Job", "Service": "V1Service", "ServiceAccount": "V1ServiceAccount",
+          "Role": "V1Role", "RoleBinding": "V1RoleBinding"}
 
 
 def _api_schema_round_trip(doc: dict, model: str) -> dict:
@@ -153,7 +174,7 @@ def _api_schema_round_trip(doc: dict, model: str) -> dict:
 @pytest.mark.parametrize("flavor", ["tfjob", "indexed-job"])
 def test_rendered_objects_are_valid_kubernetes_api_objects(flavor):
     config = _config(**{"train.k8s_flavor": flavor})
-    docs = _render(config, _paths(config))
+    docs = _render(config, _paths(config)) + k8s.rbac(config)
     for doc in docs:
         if doc["kind"] == "TFJob":      # a CRD the client has no model of: check its pod template
             template = doc["spec"]["tfReplicaSpecs"]["Worker"]["template"]
@@ -167,3 +188,16 @@ def test_schema_check_catches_a_misspelt_field():
     job = _render(config, _paths(config))[-1]
     job["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []     # not an API field
     assert _api_schema_round_trip(job, "V1Job") != job
+
+
+def test_rbac_cli_prints_the_launchers_account_role_and_binding(capsys, monkeypatch):
+    monkeypatch.setenv("RECO__TRAIN__NAMESPACE", "ml")
+    assert k8s.main(["rbac"]) == 0
+    account, role, binding = yaml.safe_load_all(capsys.readouterr().out)
+    assert account["kind"] == "ServiceAccount" and account["metadata"]["namespace"] == "ml"
+    granted = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"]}
+    assert granted[("batch", "jobs")] == granted[("kubeflow.org", "tfjobs")] == {"create", "get", "delete"}
+    assert granted[("", "pods/log")] == {"get"} and ("", "secrets") not in granted
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ml"}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]

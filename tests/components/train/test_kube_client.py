@@ -1,0 +1,71 @@
+"""KubeCluster's real client calls against a loopback stand-in of the API server: create the job
+then its owned objects, poll, read a failed pod's log, delete everything, for both flavours."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.train import kubernetes as k8s
+from components.train.launcher import GangError
+from pipeline.config import Config
+from pipeline.paths import RunPaths
+from tests.components.train.kube_api_standin import CRASH_LOG, KubeApiStandIn
+
+
+def _submit(tmp_path, monkeypatch, standin: KubeApiStandIn, flavor: str):
+    from components.train.kube_client import KubeCluster
+
+    monkeypatch.setattr(k8s, "POLL_S", 0.01)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)       # not in a pod: use the kubeconfig
+    monkeypatch.setenv("KUBECONFIG", str(standin.write_kubeconfig(tmp_path / "kubeconfig", "ml")))
+    config = Config().with_overrides({"train.workers": 2, "train.namespace": "ml", "train.k8s_flavor": flavor,
+                                      "data.artifact_root": str(tmp_path / "artifacts")})
+    paths = RunPaths.for_run(config, "2026-11-08", "scheduled__2026-11-08T02:00:00+00:00")
+    config_json = tmp_path / "config.json"
+    config_json.write_text(json.dumps(config.to_dict()))
+    k8s.submit_and_wait(config, paths, config_json, cluster=KubeCluster())
+    return k8s.resource_name(paths)
+
+
+@pytest.mark.parametrize(("flavor", "created"), [
+    ("indexed-job", [("POST", "/apis/batch/v1/namespaces/ml/jobs"), ("POST", "/api/v1/namespaces/ml/configmaps"),
+                     ("POST", "/api/v1/namespaces/ml/services")]),
+    ("tfjob", [("POST", "/apis/kubeflow.org/v1/namespaces/ml/tfjobs"), ("POST", "/api/v1/namespaces/ml/configmaps")]),
+])
+def test_a_gang_that_succeeds_is_created_owned_polled_and_cleaned_up(tmp_path, monkeypatch, flavor, created):
+    with KubeApiStandIn(outcome="succeeded", polls=2) as api:
+        name = _submit(tmp_path, monkeypatch, api, flavor)
+    assert [c for c in api.calls if c[0] == "POST"] == created
+    assert {n for _, n in api.deleted} >= {name, f"{name}-config"}           # the job and what it owns
+    assert api.objects == {}                                                  # nothing left behind
+    polls = [c for c in api.calls if c[0] == "GET"]
+    assert len(polls) == 3                                                    # 2 running, then done
+
+
+def test_owned_objects_reference_the_created_job_by_uid(tmp_path, monkeypatch):
+    seen = {}
+
+    class Recording(KubeApiStandIn):
+        def _status(self, doc):
+            seen.update({kind: d["metadata"].get("ownerReferences") for (kind, _, _), d in self.objects.items()})
+            seen["job_uid"] = doc["metadata"]["uid"]
+            return super()._status(doc)
+
+    with Recording(outcome="succeeded", polls=0) as api:
+        _submit(tmp_path, monkeypatch, api, "indexed-job")
+    for kind in ("configmaps", "services"):
+        (ref,) = seen[kind]
+        assert ref["kind"] == "Job" and ref["uid"] == seen["job_uid"]
+
+
+@pytest.mark.parametrize("flavor", ["indexed-job", "tfjob"])
+def test_a_failed_pod_fails_the_gang_with_its_log_and_everything_is_deleted(tmp_path, monkeypatch, flavor):
+    with KubeApiStandIn(outcome="failed", polls=1) as api:
+        with pytest.raises(GangError) as err:
+            _submit(tmp_path, monkeypatch, api, flavor)
+    name = err.value.args[0].split()[1]
+    assert f"'{name}-1'] failed" in str(err.value) and CRASH_LOG.strip() in str(err.value)
+    assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-1/log") in api.calls
+    assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-0/log") not in api.calls     # only failed pods
+    assert api.objects == {} and {kind for kind, _ in api.deleted} >= {"ConfigMap"}
