@@ -156,6 +156,8 @@ class PushConfig:
     verify_timeout_s: float = 300.0  # the fresh verification process
     force_needs_approval: bool = True  # a forced push waits for Approve in Airflow's Required Actions
     approval_timeout_s: float = 14_400.0  # no answer by then: Reject (no push)
+    serving_url: str = ""            # TF Serving REST, e.g. http://tf-serving:8501: label canary, then stable
+    label_wait_s: float = 300.0      # how long the new version may take to become AVAILABLE there
 
 
 @dataclass(frozen=True)

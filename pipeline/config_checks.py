@@ -48,6 +48,8 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "push.warmup_batch_sizes": (lambda v: len(v) >= 1 and min(v) >= 1, "a non-empty list of ints >= 1"),
     "push.verify_tolerance": (lambda v: v > 0, "a float > 0"),
     "push.approval_timeout_s": (lambda v: v > 0, "a float > 0 (seconds)"),
+    "push.serving_url": (lambda v: not v or v.startswith(("http://", "https://")), "empty or an http(s):// URL"),
+    "push.label_wait_s": (lambda v: v > 0, "a float > 0 (seconds)"),
     "schedule.data_wait_h": (lambda v: v >= 0, "a float >= 0 (hours after the data date ends; 0 = never wait)"),
     "schedule.data_poke_s": (lambda v: v > 0, "a float > 0 (seconds)"),
     "schedule.serve_deadline_minutes": (lambda v: v is None or v >= 1, "null (off) or an int >= 1"),

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline import fsutil
+from pipeline.config import PushConfig
 from pipeline.contracts import serving
 
 log = logging.getLogger(__name__)
@@ -118,14 +119,21 @@ def withdraw(vdir: Path, kind: str, record: dict) -> None:
     serving.write_history(vdir.parent.parent, vdir.parent.name, kind, int(vdir.name), {**record, "unpublished": True})
 
 
-def finish(vdir: Path, kind: str, record: dict, keep: int) -> tuple[Path, list[int]]:
-    """A verified version serves: models.config, its history record, then retention."""
-    from components.push import serving_files
+def finish(vdir: Path, kind: str, record: dict, push: PushConfig,
+           previous: int | None = None) -> tuple[Path, list[int]]:
+    """A verified version serves: models.config (labelled in two writes when push.serving_url is
+    set, see labels.py: from the version labelled stable now, else `previous`), its history
+    record, then retention."""
+    from components.push import labels, serving_files
 
     base, name = vdir.parent.parent, vdir.parent.name
-    serving_files.write_models_config(base, name)
+    if push.serving_url:
+        stable = serving_files.version_labels(base, name).get(labels.STABLE, previous)
+        labels.publish_labels(base, name, stable, int(vdir.name), push.serving_url, push.label_wait_s)
+    else:
+        serving_files.write_models_config(base, name)
     history = serving.write_history(base, name, kind, int(vdir.name), record)
-    return history, apply_retention(vdir.parent, keep)
+    return history, apply_retention(vdir.parent, push.keep_versions)
 
 
 def now_iso() -> str:

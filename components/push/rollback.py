@@ -61,7 +61,7 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
             publish.withdraw(vdir, "rollback", record)
             raise RollbackError(f"restored copy of version {target} fails verification, unpublished: "
                                 f"{record['verification']['detail']}")
-        path, _ = publish.finish(vdir, "rollback", record, config.push.keep_versions)
+        path, _ = publish.finish(vdir, "rollback", record, config.push, served)
     message = f"rolled back: version {version} restores version {target} (was serving {served}): {reason}"
     log.warning(message)
     return PushResult(pushed=True, reason=message, version=version, version_dir=str(vdir),

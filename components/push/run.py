@@ -104,7 +104,7 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
         _write_run_record(paths, {**record, "pushed": False, "unpublished": True})
         raise PushError(f"verification of version {version} failed, unpublished it "
                         f"(version {served} is served again): {check.detail}")
-    history, removed = publish.finish(vdir, "push", record, config.push.keep_versions)
+    history, removed = publish.finish(vdir, "push", record, config.push, served)
     tflite = _maybe_tflite(config, paths, evaluation["sample"])
     _write_run_record(paths, {**record, "pushed": True, "history_record": str(history),
                               "retention_removed": removed, "tflite": tflite})
@@ -148,9 +148,7 @@ def _already_served(config: Config, paths: RunPaths, served: int, record: dict[s
             serving.unpublish(vdir)
             raise PushError(f"served version {served} (this model) fails verification, unpublished: "
                             f"{check.detail}")
-        serving_files.write_models_config(paths.serving_base, paths.model_name)
-        serving.write_history(paths.serving_base, paths.model_name, "push", served,
-                             {**record, "verification": check.to_dict()})
+        publish.finish(vdir, "push", {**record, "verification": check.to_dict()}, config.push)
     reason = f"this model is already served as version {served} (retry of a completed push)"
     _write_run_record(paths, {**record, "pushed": True, "note": reason})
     return PushResult(pushed=True, reason=reason, version=served, version_dir=str(vdir),

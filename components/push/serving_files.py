@@ -89,8 +89,9 @@ def read_warmup(path: Path) -> list[Any]:
     return logs
 
 
-def models_config_text(path: Path, model_name: str, base_path: Path) -> str:
-    """models.config with `model_name` -> `base_path` (latest version), other models kept.
+def models_config_text(path: Path, model_name: str, base_path: Path, labels: dict[str, int] | None = None) -> str:
+    """models.config with `model_name` -> `base_path`, other models kept: the latest version, or
+    with `labels` exactly the labelled versions and the labels (labels.py says why two writes).
 
     An existing file that does not parse is an operator's file we do not understand:
     raising beats silently replacing the config of other models on the same server.
@@ -110,13 +111,32 @@ def models_config_text(path: Path, model_name: str, base_path: Path) -> str:
     entry.name = model_name
     entry.base_path = str(base_path)
     entry.model_platform = "tensorflow"
-    entry.model_version_policy.latest.num_versions = 1
+    entry.model_version_policy.Clear()
+    entry.ClearField("version_labels")
+    if labels:
+        entry.model_version_policy.specific.versions.extend(sorted(set(labels.values())))
+        entry.version_labels.update(labels)
+    else:
+        entry.model_version_policy.latest.num_versions = 1
     return text_format.MessageToString(config)
 
 
-def write_models_config(serving_base: Path, model_name: str) -> Path:
+def version_labels(serving_base: Path, model_name: str) -> dict[str, int]:
+    """The labels models.config gives `model_name` now ({} without a file or labels)."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    path = serving_base / serving.MODELS_CONFIG
+    if not path.exists():
+        return {}
+    config = text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
+    entry = next((c for c in config.model_config_list.config if c.name == model_name), None)
+    return dict(entry.version_labels) if entry else {}
+
+
+def write_models_config(serving_base: Path, model_name: str, labels: dict[str, int] | None = None) -> Path:
     """Atomically write <serving_base>/models.config (temp file, fsync, rename)."""
     path = serving_base / serving.MODELS_CONFIG
-    fsutil.write_text_atomic(path, models_config_text(path, model_name, (serving_base / model_name).resolve()))
+    text = models_config_text(path, model_name, (serving_base / model_name).resolve(), labels)
+    fsutil.write_text_atomic(path, text)
     return path
-

@@ -117,3 +117,38 @@ def test_compose_builds_from_the_repo_and_runs_the_project_init():
     worker = dict(dockerfile_instructions("worker.Dockerfile"))
     assert "components.train.worker" in worker["CMD"]
     assert (PROJECT_ROOT / "components" / "train" / "worker.py").exists()
+
+
+def _serving_flags() -> dict[str, str]:
+    return dict(arg.lstrip("-").split("=", 1) for arg in compose()["services"]["tf-serving"]["command"])
+
+
+def _mounted(container_path: str) -> Path:
+    """The repo file a tf-serving container path is mounted from."""
+    for volume in compose()["services"]["tf-serving"]["volumes"]:
+        host, inside = volume.split(":")[:2]
+        if container_path.startswith(inside + "/"):
+            return DOCKER / host / container_path[len(inside) + 1:]
+    raise AssertionError(f"{container_path} is not mounted into tf-serving")
+
+
+def test_tf_serving_batches_exactly_the_shapes_the_push_warms_up():
+    """TF Serving's parsers for these two files are not in tensorflow-serving-api's pip package
+    (no MonitoringConfig or BatchingParameters protos there): their fields are checked here."""
+    from pipeline.config import load_config
+
+    flags = _serving_flags()
+    assert flags["enable_batching"] == "true" and int(flags["num_load_threads"]) >= 1
+    batching = _mounted(flags["batching_parameters_file"]).read_text()
+    allowed = [int(v) for v in re.findall(r"^allowed_batch_sizes: (\d+)$", batching, re.MULTILINE)]
+    assert int(re.search(r"max_batch_size \{ value: (\d+) \}", batching).group(1)) == max(allowed)
+    env = compose()["x-airflow"]["environment"]
+    pushed = load_config(env={"RECO__PUSH__WARMUP_BATCH_SIZES": env["RECO__PUSH__WARMUP_BATCH_SIZES"]})
+    assert list(pushed.push.warmup_batch_sizes) == allowed == sorted(allowed)
+    monitoring = _mounted(flags["monitoring_config_file"]).read_text()
+    assert re.search(r"prometheus_config \{\s+enable: true\s+path: \"/monitoring/prometheus/metrics\"", monitoring)
+
+
+def test_the_push_labels_versions_on_the_compose_tf_serving():
+    env = compose()["x-airflow"]["environment"]
+    assert env["RECO__PUSH__SERVING_URL"] == f"http://tf-serving:{_serving_flags()['rest_api_port']}"
