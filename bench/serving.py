@@ -1,13 +1,14 @@
 """Batch-1 serving latency of the model on raw features, its size, and the TF Lite figures.
 
-    python -m bench serving                  (or: python -m bench.serving [--model-dir DIR])
+    python -m bench serving     (or: python -m bench.serving [--architecture A | --served | --model-dir DIR])
 
-Which model: `--model-dir`, else the version TF Serving serves under the default config's
-serving base (what `make demo` pushed), else a model of the reference architecture at the
-reference dimensions (embedding 128, LSTM 64, 50k title words, 100k items) exported by the
+Which model: by default a model of `--architecture` (din, the default, or reference) at the
+reference dimensions (embedding 128, 50k title words, 100k items, 10k users) exported by the
 training stage's real export, with the real tf.Transform graph made by the real preprocess
-stage on a small generated data set. Weights are then untrained: latency and size do not
-depend on their values.
+stage on a small generated data set. Weights are untrained: latency and size do not depend on
+their values. `--served` measures the version served under the default config's serving base
+(what `make demo` pushed) instead, `--model-dir` any export; neither is the default, so what is
+measured never depends on what a previous run left in var/.
 
 Latency: in-process, CPU, one request of one impression at a time through the loaded
 SavedModel's `serving_default` signature (title string, 2048 floats, a 20-item history),
@@ -175,6 +176,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--build-reference", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--architecture", default="din", choices=("din", "reference"))
+    parser.add_argument("--served", action="store_true", help="the version served under the config's serving base")
     args = parser.parse_args(argv or [])
     if args.build_reference:         # the child: never the interpreter's own exit after Beam
         status = 0
@@ -188,7 +190,9 @@ def main(argv: list[str] | None = None) -> dict:
     config = load_config()
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
         model_dir, plain_dir, source = args.model_dir, None, "--model-dir"
-        if model_dir is None and (model_dir := served_model(config)) is not None:
+        if args.served:
+            if (model_dir := served_model(config)) is None:
+                raise SystemExit(f"no served version under {config.data.serving_base}")
             source = "served version"
         if model_dir is None:
             config = reference_config(Path(tmp), args.architecture)
