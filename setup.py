@@ -3,7 +3,7 @@ from setuptools import find_packages, setup
 
 COMMON = ["pyyaml>=6", "numpy>=1.26", "pyarrow>=18"]
 # The DAG side: scheduler, API server, DAG processor. No TensorFlow or Beam: the DAG file parses
-# without them (tests/dags/test_dag_parse_lean.py), and task bodies import them lazily.
+# without them (tests/test_environment.py installs it alone), and task bodies import them lazily.
 AIRFLOW = [
     "apache-airflow>=3.3,<4",
     "apache-airflow-providers-cncf-kubernetes>=10",
@@ -21,6 +21,7 @@ WORKER = [
     "matplotlib>=3.8",
     "jinja2>=3.1",
     "psutil>=5.9",
+    "kubernetes>=29",                       # the training launcher pod's API client (kube_client.py)
 ]
 DEV = ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.5"]
 

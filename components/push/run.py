@@ -148,7 +148,8 @@ def _already_served(config: Config, paths: RunPaths, served: int, record: dict[s
             serving.unpublish(vdir)
             raise PushError(f"served version {served} (this model) fails verification, unpublished: "
                             f"{check.detail}")
-        publish.finish(vdir, "push", {**record, "verification": check.to_dict()}, config.push)
+        publish.finish(vdir, "push", {**record, "verification": check.to_dict()}, config.push,
+                       record.get("previous_version"))
     reason = f"this model is already served as version {served} (retry of a completed push)"
     _write_run_record(paths, {**record, "pushed": True, "note": reason})
     return PushResult(pushed=True, reason=reason, version=served, version_dir=str(vdir),

@@ -48,20 +48,24 @@ class KubeCluster:
         return self.api.sanitize_for_serialization(obj.status) or {}
 
     def failed_pod_logs(self, namespace: str, run_label: str) -> dict[str, str]:
-        """Pod name -> its last lines, for the gang's pods that failed: read before cleanup
-        deletes them, so the task log says why the gang failed."""
+        """"pod/container" -> its last lines, for each container of the gang's Failed pods that
+        exited non-zero (the stage init container or the worker): read before cleanup deletes
+        them, so the task log says why the gang failed."""
         from kubernetes import client
 
         core = client.CoreV1Api(self.api)
         pods = core.list_namespaced_pod(namespace, label_selector=f"reco/run={run_label}").items
         logs = {}
         for pod in pods:
-            if pod.status and pod.status.phase == "Failed":
+            if not (pod.status and pod.status.phase == "Failed"):
+                continue
+            for container in _failed_containers(pod.status):
                 try:
-                    logs[pod.metadata.name] = core.read_namespaced_pod_log(
-                        pod.metadata.name, namespace, tail_lines=LOG_TAIL_LINES)
+                    text = core.read_namespaced_pod_log(pod.metadata.name, namespace, container=container,
+                                                        tail_lines=LOG_TAIL_LINES)
                 except client.ApiException as err:
-                    logs[pod.metadata.name] = f"(log unavailable: {err.reason})"
+                    text = f"(log unavailable: {err.reason})"
+                logs[f"{pod.metadata.name}/{container}"] = text
         return logs
 
     def delete(self, doc: dict) -> None:
@@ -82,3 +86,10 @@ class KubeCluster:
         except client.ApiException as err:
             if err.status != 404:
                 log.warning("could not delete %s %s: %s", kind, name, err.reason)
+
+
+def _failed_containers(status) -> list[str]:
+    """Containers that terminated with a non-zero exit code, init containers first."""
+    statuses = [*(status.init_container_statuses or []), *(status.container_statuses or [])]
+    return [c.name for c in statuses
+            if c.state and c.state.terminated and (c.state.terminated.exit_code or 0) != 0]

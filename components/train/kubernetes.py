@@ -131,7 +131,9 @@ def tfjob(config: Config, paths: RunPaths, name: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": config.train.namespace,
                      "labels": _labels(name)},
         "spec": {
-            "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 0, "ttlSecondsAfterFinished": TTL_S,
+            # "Running": the operator stops the peers of a failed worker but keeps the failed pod
+            # for its log (read before cleanup); the launcher's delete and the TTL remove it.
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "ttlSecondsAfterFinished": TTL_S,
                           "activeDeadlineSeconds": int(config.train.timeout_s),
                           "schedulingPolicy": {"minAvailable": n}},
             "successPolicy": "AllWorkers",

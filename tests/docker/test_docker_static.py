@@ -152,3 +152,61 @@ def test_tf_serving_batches_exactly_the_shapes_the_push_warms_up():
 def test_the_push_labels_versions_on_the_compose_tf_serving():
     env = compose()["x-airflow"]["environment"]
     assert env["RECO__PUSH__SERVING_URL"] == f"http://tf-serving:{_serving_flags()['rest_api_port']}"
+    # The canary label goes on a version in the same write that asks the server to load it.
+    assert _serving_flags()["allow_version_labels_for_unavailable_models"] == "true"
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_closure(requirements: list[str]) -> set[str]:
+    """Distributions `requirements` install (with their extras), transitively, from the installed metadata."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    seen, queue = set(), [(Requirement(r).name, set(Requirement(r).extras)) for r in requirements]
+    while queue:
+        name, extras = queue.pop()
+        key = (_normal(name), frozenset(extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            requires = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue
+        for line in requires:
+            req = Requirement(line)
+            wanted = not req.marker or any(req.marker.evaluate({"extra": e}) for e in extras | {""})
+            if wanted:
+                queue.append((req.name, set(req.extras)))
+    return {name for name, _ in seen}
+
+
+def _third_party_imports(package: Path, dists: dict[str, list[str]]) -> set[str]:
+    modules = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    return {m for m in modules if m in dists} - {"pipeline", "components"}
+
+
+def test_the_worker_extra_provides_every_package_the_steps_import():
+    """The worker image installs COMMON + WORKER only: every third-party module under components/
+    and pipeline/ must come from them or their dependencies (the launcher pod once had no
+    `kubernetes` client: only the Airflow provider had pulled it in)."""
+    import importlib.metadata as md
+
+    lists = setup_lists()
+    provided = _requirement_closure(lists["COMMON"] + lists["WORKER"])
+    dists = md.packages_distributions()           # import name -> distributions (slow: once)
+    steps = _third_party_imports(PROJECT_ROOT / "components", dists)
+    imports = steps | (_third_party_imports(PROJECT_ROOT / "pipeline", dists) - {"airflow", "pendulum"})  # DAG side
+    missing = {m: dists[m] for m in imports if not any(_normal(d) in provided for d in dists[m])}
+    assert missing == {}
+    assert "airflow" not in steps

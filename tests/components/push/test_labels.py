@@ -15,11 +15,19 @@ from pipeline.contracts import serving
 
 
 class ServingStandIn:
-    """GET /v1/models/<name>/versions/<v>: LOADING for `loading_polls` calls, then AVAILABLE
-    (never, if None). Each call records the models.config TF Serving would be reading then."""
+    """TF Serving's handling of models.config, as far as labels go, behind its status endpoint.
 
-    def __init__(self, serving_base, loading_polls: int | None):
-        self.serving_base, self.loading_polls, self.seen = serving_base, loading_polls, []
+    At each GET /v1/models/<name>/versions/<v> it reloads the file the push wrote, as
+    ServerCore::ReloadConfig does: labels are checked first, and a label on a version that is not
+    AVAILABLE is refused unless `allow_unavailable` (--allow_version_labels_for_unavailable_models)
+    and the label is not assigned yet; a refused config changes nothing, so its versions never
+    start loading. A version of an applied config is AVAILABLE `load_polls` polls after it was
+    first asked for (never, if None). `seen` records the file at each poll.
+    """
+
+    def __init__(self, serving_base, load_polls: int | None, allow_unavailable: bool = True):
+        self.serving_base, self.load_polls, self.allow = serving_base, load_polls, allow_unavailable
+        self.seen, self.refused, self.labels, self.asked_at = [], 0, {}, {}
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -27,11 +35,10 @@ class ServingStandIn:
                 pass
 
             def do_GET(self):
-                version = self.path.rstrip("/").split("/")[-1]
-                standin.seen.append(parse(standin.serving_base))
-                ready = standin.loading_polls is not None and len(standin.seen) > standin.loading_polls
-                body = json.dumps({"model_version_status": [{"version": version,
-                                                             "state": "AVAILABLE" if ready else "LOADING"}]}).encode()
+                version = int(self.path.rstrip("/").split("/")[-1])
+                standin.reload()
+                state = "AVAILABLE" if standin.available(version) else "LOADING"
+                body = json.dumps({"model_version_status": [{"version": str(version), "state": state}]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -40,6 +47,28 @@ class ServingStandIn:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def available(self, version: int) -> bool:
+        return (self.load_polls is not None and version in self.asked_at
+                and len(self.seen) - self.asked_at[version] >= self.load_polls)
+
+    def reload(self) -> None:
+        config = parse(self.serving_base)
+        self.seen.append(config)
+        for label, version in config["labels"].items():
+            if self.labels.get(label) == version:                          # unchanged: fine
+                continue
+            if not self.available(version) and not (self.allow and label not in self.labels):
+                self.refused += 1
+                return
+        self.labels = config["labels"]
+        for version in config["versions"]:
+            self.asked_at.setdefault(version, len(self.seen))
+
+    def serving_stable(self, version: int) -> ServingStandIn:
+        """Start as a server that has long served `version` as stable."""
+        self.labels, self.asked_at[version] = {"stable": version}, -100
+        return self
 
     def close(self):
         self.server.shutdown()
@@ -61,18 +90,32 @@ def fast_polls(monkeypatch):
 
 
 def test_canary_first_then_stable_once_the_new_version_is_available(tmp_path, fast_polls):
-    standin = ServingStandIn(tmp_path, loading_polls=2)
+    standin = ServingStandIn(tmp_path, load_polls=2).serving_stable(3)
     try:
         labels.publish_labels(tmp_path, "recommender", previous=3, new=4, url=standin.url, timeout_s=10)
     finally:
         standin.close()
     write_1 = {"versions": [3, 4], "labels": {"stable": 3, "canary": 4}, "latest": False}
-    assert standin.seen == [write_1] * 3                  # polled while LOADING, stable untouched
+    assert standin.seen == [write_1] * 3 and standin.refused == 0     # polled while LOADING
     assert parse(tmp_path) == {"versions": [4], "labels": {"stable": 4}, "latest": False}
+    standin.reload()                                                  # the server applies write 2
+    assert standin.refused == 0 and standin.labels == {"stable": 4}
+
+
+def test_without_the_server_flag_the_canary_write_is_refused_and_nothing_loads(tmp_path, fast_polls):
+    """Why docker-compose passes --allow_version_labels_for_unavailable_models=true (a test there
+    checks it): TF Serving checks labels before loading, so without it write 1 never applies."""
+    standin = ServingStandIn(tmp_path, load_polls=0, allow_unavailable=False).serving_stable(3)
+    try:
+        with pytest.raises(labels.LabelTimeout, match="last state: LOADING"):
+            labels.publish_labels(tmp_path, "recommender", previous=3, new=4, url=standin.url, timeout_s=0.2)
+    finally:
+        standin.close()
+    assert standin.refused == len(standin.seen) > 0 and 4 not in standin.asked_at
 
 
 def test_stable_stays_on_the_old_version_when_the_new_one_never_loads(tmp_path, fast_polls):
-    standin = ServingStandIn(tmp_path, loading_polls=None)
+    standin = ServingStandIn(tmp_path, load_polls=None).serving_stable(3)
     try:
         with pytest.raises(labels.LabelTimeout, match="version 4 is not AVAILABLE.*last state: LOADING"):
             labels.publish_labels(tmp_path, "recommender", previous=3, new=4, url=standin.url, timeout_s=0.2)
@@ -97,13 +140,18 @@ def test_push_then_rollback_move_stable_through_canary_via_finish(tmp_path, fast
     model_base = tmp_path / "recommender"
     for version in (1, 2, 3):
         (model_base / str(version)).mkdir(parents=True)
-    standin = ServingStandIn(tmp_path, loading_polls=0)
+    standin = ServingStandIn(tmp_path, load_polls=1)
     push = PushConfig(serving_url=standin.url, label_wait_s=5.0)
     try:
         publish.finish(model_base / "1", "push", {"version": 1}, push)                   # first model: one write
+        standin.reload()                       # TF Serving reads the file on its own poll between pushes
         publish.finish(model_base / "2", "push", {"version": 2}, push, previous=1)
+        standin.reload()
         publish.finish(model_base / "3", "rollback", {"version": 3, "restored_from": 1}, push, previous=2)
+        standin.reload()
     finally:
         standin.close()
-    assert [s["labels"] for s in standin.seen] == [{"stable": 1, "canary": 2}, {"stable": 2, "canary": 3}]
-    assert parse(tmp_path)["labels"] == {"stable": 3}
+    labelled = [s["labels"] for i, s in enumerate(standin.seen) if i == 0 or s != standin.seen[i - 1]]
+    assert labelled == [{"stable": 1}, {"stable": 1, "canary": 2}, {"stable": 2}, {"stable": 2, "canary": 3},
+                        {"stable": 3}]
+    assert standin.refused == 0 and standin.labels == {"stable": 3} == parse(tmp_path)["labels"]

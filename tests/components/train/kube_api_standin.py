@@ -3,7 +3,9 @@
 It speaks the real REST paths and JSON shapes, so the official `kubernetes` client runs unmodified
 against it (pointed at it by a kubeconfig). Objects are kept as posted; a Job or TFJob reports
 `polls` running statuses, then the configured outcome. With outcome "failed", worker pod 1 is
-listed as Failed with a log tail, as the Job controller and kubelet would report a crashed worker.
+listed as Failed with its main container exited 1; with "stage_failed", its stage init container
+exited 1 and the main container never started. As the real API does, a pod log is served only
+for a named container (pods here have two), and the pod list honours the label selector.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ GROUPS = r"^/(?:api/v1|apis/batch/v1|apis/kubeflow\.org/v1)/namespaces/([^/]+)/(
 COLLECTION = re.compile(GROUPS + r"$")
 ITEM = re.compile(GROUPS + r"/([^/]+)(/status|/log)?$")
 CRASH_LOG = "worker-1 crashed: CUDA error: an illegal memory access was encountered\n"
+STAGE_LOG = "StageError: shard train/part-00003 copied 0 bytes, manifest says 8912345\n"
 
 
 class KubeApiStandIn:
@@ -66,10 +69,34 @@ class KubeApiStandIn:
 
     def _pods(self, namespace: str, selector: str) -> dict:
         run = selector.split("=", 1)[1]
-        phase = {1: "Failed"} if self.outcome == "failed" else {}
-        return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [
-            {"metadata": {"name": f"{run}-{i}", "namespace": namespace, "labels": {"reco/run": run}},
-             "status": {"phase": phase.get(i, "Running")}} for i in range(self.workers)]}
+        jobs = [name for (plural, _, name) in self.objects if plural in ("jobs", "tfjobs")]
+        if run not in jobs:
+            return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []}
+
+        def state(code):
+            if code is None:
+                return {"waiting": {"reason": "PodInitializing"}}
+            return {"terminated": {"exitCode": code}}
+
+        codes = {"failed": (0, 1), "stage_failed": (1, None)}.get(self.outcome)     # (stage, main) of pod 1
+        items = []
+        for i in range(self.workers):
+            stage, main = codes if codes and i == 1 else (0, None)
+            items.append({"metadata": {"name": f"{run}-{i}", "namespace": namespace, "labels": {"reco/run": run}},
+                          "status": {"phase": "Failed" if codes and i == 1 else "Running",
+                                     "initContainerStatuses": [{"name": "stage", "state": state(stage), "ready": True,
+                                                                "restartCount": 0, "image": "w", "imageID": ""}],
+                                     "containerStatuses": [{"name": "worker", "state": state(main), "ready": False,
+                                                            "restartCount": 0, "image": "w", "imageID": ""}]}})
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+
+    def _log(self, pod: str, container: str | None):
+        if container is None:
+            return 400, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 400,
+                         "message": f"a container name must be specified for pod {pod}"}
+        failed = {"failed": "worker", "stage_failed": "stage"}.get(self.outcome)
+        return 200, (CRASH_LOG if container == "worker" else STAGE_LOG) if pod.endswith("-1") and container == failed \
+            else ""
 
     def _handler(self):
         standin = self
@@ -101,7 +128,7 @@ class KubeApiStandIn:
                     return self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404})
                 namespace, plural, name, sub = m.groups()
                 if method == "GET" and plural == "pods" and sub == "/log":
-                    return self._send(200, CRASH_LOG if name.endswith("-1") else "")
+                    return self._send(*standin._log(name, parse_qs(url.query).get("container", [None])[0]))
                 doc = standin.objects.get((plural, namespace, name))
                 if doc is None:
                     return self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404})

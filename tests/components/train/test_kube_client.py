@@ -10,7 +10,7 @@ from components.train import kubernetes as k8s
 from components.train.launcher import GangError
 from pipeline.config import Config
 from pipeline.paths import RunPaths
-from tests.components.train.kube_api_standin import CRASH_LOG, KubeApiStandIn
+from tests.components.train.kube_api_standin import CRASH_LOG, STAGE_LOG, KubeApiStandIn
 
 
 def _submit(tmp_path, monkeypatch, standin: KubeApiStandIn, flavor: str):
@@ -59,13 +59,16 @@ def test_owned_objects_reference_the_created_job_by_uid(tmp_path, monkeypatch):
         assert ref["kind"] == "Job" and ref["uid"] == seen["job_uid"]
 
 
-@pytest.mark.parametrize("flavor", ["indexed-job", "tfjob"])
-def test_a_failed_pod_fails_the_gang_with_its_log_and_everything_is_deleted(tmp_path, monkeypatch, flavor):
-    with KubeApiStandIn(outcome="failed", polls=1) as api:
+@pytest.mark.parametrize(("flavor", "outcome", "container", "log"), [
+    ("indexed-job", "failed", "worker", CRASH_LOG), ("tfjob", "failed", "worker", CRASH_LOG),
+    ("indexed-job", "stage_failed", "stage", STAGE_LOG)])
+def test_a_failed_pod_fails_the_gang_with_its_log_and_everything_is_deleted(tmp_path, monkeypatch, flavor, outcome,
+                                                                              container, log):
+    with KubeApiStandIn(outcome=outcome, polls=1) as api:
         with pytest.raises(GangError) as err:
             _submit(tmp_path, monkeypatch, api, flavor)
     name = err.value.args[0].split()[1]
-    assert f"'{name}-1'] failed" in str(err.value) and CRASH_LOG.strip() in str(err.value)
+    assert f"'{name}-1/{container}'] failed" in str(err.value) and log.strip() in str(err.value)
     assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-1/log") in api.calls
     assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-0/log") not in api.calls     # only failed pods
     assert api.objects == {} and {kind for kind, _ in api.deleted} >= {"ConfigMap"}

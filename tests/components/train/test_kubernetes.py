@@ -38,7 +38,7 @@ def test_tfjob_manifest():
     assert job["metadata"] == {"name": name, "namespace": "ml",
                                "labels": {"app": "reco-nightly", "step": "train", "reco/run": name}}
     run_policy = job["spec"]["runPolicy"]
-    assert run_policy["backoffLimit"] == 0 and run_policy["cleanPodPolicy"] == "All"
+    assert run_policy["backoffLimit"] == 0 and run_policy["cleanPodPolicy"] == "Running"
     assert run_policy["ttlSecondsAfterFinished"] == k8s.TTL_S
     assert run_policy["activeDeadlineSeconds"] == 1800
     assert run_policy["schedulingPolicy"]["minAvailable"] == 3          # gang scheduling
