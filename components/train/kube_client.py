@@ -8,10 +8,35 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
+
+from pipeline.config import Config
 
 log = logging.getLogger(__name__)
 LOG_TAIL_LINES = 40
 TFJOB = ("kubeflow.org", "v1", "tfjobs")
+
+
+def rbac(config: Config) -> list[dict[str, Any]]:
+    """ServiceAccount + Role + RoleBinding for the launcher pod: the calls KubeCluster makes."""
+    ns, sa = config.train.namespace, config.train.k8s_service_account
+    meta = {"name": sa, "namespace": ns, "labels": {"app": "reco-nightly"}}
+    verbs = ["create", "get", "delete"]
+    rules = [{"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": verbs},
+             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
+             {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+             {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": verbs}]
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]}]
+
+
+class AlreadyExists(RuntimeError):
+    """An object of that name exists: a previous launcher of this run was killed before cleanup."""
 
 
 class KubeCluster:
@@ -29,13 +54,38 @@ class KubeCluster:
 
     def create(self, doc: dict) -> dict:
         """Create `doc`; returns the created object as the API server stored it (with its uid)."""
-        from kubernetes import utils
+        from kubernetes import client, utils
 
-        if doc["kind"] == "TFJob":
-            return self.custom.create_namespaced_custom_object(*TFJOB[:2], doc["metadata"]["namespace"],
-                                                               TFJOB[2], doc)
-        (created,) = utils.create_from_dict(self.api, doc)
+        try:
+            if doc["kind"] == "TFJob":
+                return self.custom.create_namespaced_custom_object(*TFJOB[:2], doc["metadata"]["namespace"],
+                                                                   TFJOB[2], doc)
+            (created,) = utils.create_from_dict(self.api, doc)
+        except (client.ApiException, utils.FailToCreateError) as err:
+            statuses = [e.status for e in getattr(err, "api_exceptions", [err])]
+            if 409 in statuses:
+                raise AlreadyExists(f"{doc['kind']} {doc['metadata']['name']} already exists") from err
+            raise
         return self.api.sanitize_for_serialization(created)
+
+    def exists(self, doc: dict) -> bool:
+        from kubernetes import client
+
+        ns, name, kind = doc["metadata"]["namespace"], doc["metadata"]["name"], doc["kind"]
+        try:
+            if kind == "TFJob":
+                self.custom.get_namespaced_custom_object(*TFJOB[:2], ns, TFJOB[2], name)
+            elif kind == "Job":
+                client.BatchV1Api(self.api).read_namespaced_job(name, ns)
+            elif kind == "Service":
+                client.CoreV1Api(self.api).read_namespaced_service(name, ns)
+            else:
+                client.CoreV1Api(self.api).read_namespaced_config_map(name, ns)
+        except client.ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
     def status(self, doc: dict) -> dict:
         from kubernetes import client

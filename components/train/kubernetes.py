@@ -228,6 +228,25 @@ def _wait(config: Config, cluster, job: dict[str, Any]) -> None:
         time.sleep(POLL_S)
 
 
+def _create_replacing(cluster, doc: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Create `doc`; if this run's object is left from a launcher killed before its cleanup (an
+    Airflow retry), delete it first and wait until it is gone: a retry starts a fresh gang."""
+    from components.train.kube_client import AlreadyExists
+
+    try:
+        return cluster.create(doc)
+    except AlreadyExists:
+        log.warning("%s %s exists (a killed launcher's): deleting it to start again", doc["kind"],
+                    doc["metadata"]["name"])
+    cluster.delete(doc)
+    deadline = time.monotonic() + timeout_s
+    while cluster.exists(doc):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{doc['kind']} {doc['metadata']['name']} still exists {timeout_s:.0f} s after delete")
+        time.sleep(POLL_S)
+    return cluster.create(doc)
+
+
 def submit_and_wait(config: Config, paths: RunPaths, config_json: Path, cluster=None) -> None:
     """Create the job, then what it owns; poll until it ends; delete it either way."""
     from components.train.kube_client import KubeCluster
@@ -237,32 +256,14 @@ def submit_and_wait(config: Config, paths: RunPaths, config_json: Path, cluster=
     cluster = cluster or KubeCluster()
     job, owned = docs[-1], docs[:-1]
     log.info("submitting %s %s (%s)", job["kind"], job["metadata"]["name"], manifest)
-    created = cluster.create(job)
+    created = _create_replacing(cluster, job, config.train.startup_timeout_s)
     try:
         for doc in owned:
-            cluster.create(owned_by(doc, created))
+            _create_replacing(cluster, owned_by(doc, created), config.train.startup_timeout_s)
         _wait(config, cluster, job)
     finally:
         for doc in (job, *owned):         # owned objects go with the job; deleting them too is quick
             cluster.delete(doc)
-
-
-def rbac(config: Config) -> list[dict[str, Any]]:
-    """ServiceAccount + Role + RoleBinding for the launcher pod: exactly the calls kube_client makes."""
-    ns, sa = config.train.namespace, config.train.k8s_service_account
-    meta = {"name": sa, "namespace": ns, "labels": {"app": "reco-nightly"}}
-    verbs = ["create", "get", "delete"]
-    rules = [{"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": verbs},
-             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
-             {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
-             {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": verbs}]
-    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
-             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]}]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="params file (default: $RECO_CONFIG or conf/params.yaml)")
     args = parser.parse_args(argv)
     args.overrides_json, args.set = "{}", []
+    from components.train.kube_client import rbac
+
     sys.stdout.write(to_yaml(rbac(load_args_config(args))))
     return 0
 

@@ -118,6 +118,9 @@ class KubeApiStandIn:
                 standin.calls.append((method, url.path))
                 if method == "POST" and (m := COLLECTION.match(url.path)):
                     doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                    if (m.group(2), m.group(1), doc["metadata"]["name"]) in standin.objects:
+                        return self._send(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                                "reason": "AlreadyExists", "code": 409})
                     doc["metadata"]["uid"] = str(uuid.uuid4())
                     standin.objects[(m.group(2), m.group(1), doc["metadata"]["name"])] = doc
                     return self._send(201, doc)

@@ -72,3 +72,21 @@ def test_a_failed_pod_fails_the_gang_with_its_log_and_everything_is_deleted(tmp_
     assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-1/log") in api.calls
     assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-0/log") not in api.calls     # only failed pods
     assert api.objects == {} and {kind for kind, _ in api.deleted} >= {"ConfigMap"}
+
+
+def test_a_retry_after_a_killed_launcher_replaces_the_gang_it_left_running(tmp_path, monkeypatch):
+    """Airflow retries the train task; the killed launcher's job and ConfigMap are still there."""
+    with KubeApiStandIn(outcome="succeeded", polls=0) as api:
+        config = Config().with_overrides({"train.workers": 2, "train.namespace": "ml",
+                                          "train.k8s_flavor": "indexed-job"})
+        paths = RunPaths.for_run(config, "2026-11-08", "scheduled__2026-11-08T02:00:00+00:00")
+        name = k8s.resource_name(paths)
+        api.objects[("jobs", "ml", name)] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": name, "namespace": "ml", "uid": "old"}, "spec": {"template": {"spec": {"containers": []}}}}
+        api.objects[("configmaps", "ml", f"{name}-config")] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": f"{name}-config", "namespace": "ml", "uid": "old-cm"}}
+        assert _submit(tmp_path, monkeypatch, api, "indexed-job") == name
+    posts = [path for method, path in api.calls if method == "POST"]
+    assert posts.count("/apis/batch/v1/namespaces/ml/jobs") == 2              # refused (409), then recreated
+    assert ("DELETE", f"/apis/batch/v1/namespaces/ml/jobs/{name}") in api.calls[:4]
+    assert api.objects == {}

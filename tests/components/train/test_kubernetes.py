@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from components.train import kubernetes as k8s
+from components.train.kube_client import rbac
 from components.train.launcher import GangError
 from pipeline.config import Config
 from pipeline.paths import RunPaths
@@ -174,7 +175,7 @@ def _api_schema_round_trip(doc: dict, model: str) -> dict:
 @pytest.mark.parametrize("flavor", ["tfjob", "indexed-job"])
 def test_rendered_objects_are_valid_kubernetes_api_objects(flavor):
     config = _config(**{"train.k8s_flavor": flavor})
-    docs = _render(config, _paths(config)) + k8s.rbac(config)
+    docs = _render(config, _paths(config)) + rbac(config)
     for doc in docs:
         if doc["kind"] == "TFJob":      # a CRD the client has no model of: check its pod template
             template = doc["spec"]["tfReplicaSpecs"]["Worker"]["template"]
