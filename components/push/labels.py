@@ -47,7 +47,6 @@ def version_state(url: str, model_name: str, version: int) -> str | None:
 
 def wait_available(url: str, model_name: str, version: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    state = None
     while (state := version_state(url, model_name, version)) != "AVAILABLE":
         if time.monotonic() > deadline:
             raise LabelTimeout(f"{model_name} version {version} is not AVAILABLE on {url} after {timeout_s:.0f} s "

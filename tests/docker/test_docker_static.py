@@ -36,7 +36,7 @@ def test_compose_services_and_ports():
 def test_tf_serving_reads_the_models_config_that_push_writes_at_the_same_path():
     services = compose()["services"]
     serving_base = services["airflow-scheduler"]["environment"]["RECO__DATA__SERVING_BASE"]
-    flags = dict(arg.lstrip("-").split("=", 1) for arg in services["tf-serving"]["command"])
+    flags = _serving_flags()
     assert flags["model_config_file"] == f"{serving_base}/models.config"
     assert flags["rest_api_port"] == "8501" and flags["port"] == "8500"
     mounts = {m.split(":")[1]: m.split(":")[0] for m in services["tf-serving"]["volumes"]}
@@ -50,7 +50,7 @@ def test_tf_serving_can_run_the_xla_compiled_export():
     """The default export is XLA-compiled; a server without the flag could not answer it."""
     from pipeline.config import load_config
 
-    flags = dict(arg.lstrip("-").split("=", 1) for arg in compose()["services"]["tf-serving"]["command"])
+    flags = _serving_flags()
     assert load_config(env={}).model.serving_xla
     assert flags["xla_cpu_compilation_enabled"] == "true" and flags["enable_model_warmup"] == "true"
 

@@ -13,15 +13,19 @@ from pipeline.paths import RunPaths
 from tests.components.train.kube_api_standin import CRASH_LOG, STAGE_LOG, KubeApiStandIn
 
 
+def _run(tmp_path, flavor: str) -> tuple[Config, RunPaths]:
+    config = Config().with_overrides({"train.workers": 2, "train.namespace": "ml", "train.k8s_flavor": flavor,
+                                      "data.artifact_root": str(tmp_path / "artifacts")})
+    return config, RunPaths.for_run(config, "2026-11-08", "scheduled__2026-11-08T02:00:00+00:00")
+
+
 def _submit(tmp_path, monkeypatch, standin: KubeApiStandIn, flavor: str):
     from components.train.kube_client import KubeCluster
 
     monkeypatch.setattr(k8s, "POLL_S", 0.01)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)       # not in a pod: use the kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(standin.write_kubeconfig(tmp_path / "kubeconfig", "ml")))
-    config = Config().with_overrides({"train.workers": 2, "train.namespace": "ml", "train.k8s_flavor": flavor,
-                                      "data.artifact_root": str(tmp_path / "artifacts")})
-    paths = RunPaths.for_run(config, "2026-11-08", "scheduled__2026-11-08T02:00:00+00:00")
+    config, paths = _run(tmp_path, flavor)
     config_json = tmp_path / "config.json"
     config_json.write_text(json.dumps(config.to_dict()))
     k8s.submit_and_wait(config, paths, config_json, cluster=KubeCluster())
@@ -77,10 +81,7 @@ def test_a_failed_pod_fails_the_gang_with_its_log_and_everything_is_deleted(tmp_
 def test_a_retry_after_a_killed_launcher_replaces_the_gang_it_left_running(tmp_path, monkeypatch):
     """Airflow retries the train task; the killed launcher's job and ConfigMap are still there."""
     with KubeApiStandIn(outcome="succeeded", polls=0) as api:
-        config = Config().with_overrides({"train.workers": 2, "train.namespace": "ml",
-                                          "train.k8s_flavor": "indexed-job"})
-        paths = RunPaths.for_run(config, "2026-11-08", "scheduled__2026-11-08T02:00:00+00:00")
-        name = k8s.resource_name(paths)
+        name = k8s.resource_name(_run(tmp_path, "indexed-job")[1])
         api.objects[("jobs", "ml", name)] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
             "name": name, "namespace": "ml", "uid": "old"}, "spec": {"template": {"spec": {"containers": []}}}}
         api.objects[("configmaps", "ml", f"{name}-config")] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
