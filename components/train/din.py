@@ -93,6 +93,38 @@ class ContentMemory(keras.layers.Layer):
         return {**super().get_config(), "rows": self.rows, "units": self.units, "weight": self.weight}
 
 
+class UserMemory(keras.layers.Layer):
+    """What a user's histories look like, pooled over all of the user's requests.
+
+    One request's history is a short draw from what the user keeps coming back to; its content
+    code (ContentMemory's mean over the history) is a noisy estimate of the user's taste. This
+    table (hashed user -> code) is fitted by a squared-error loss to the history code of every
+    request of the user, so it converges to their mean, and is read for the request's user: the
+    dot product of the shown item's code with it is the same content match with far less noise.
+    Read as SCALE x its variable, like ContentMemory, for the same reason (few steps per row).
+    """
+
+    SCALE = ContentMemory.SCALE
+
+    def __init__(self, rows: int, weight: float, **kwargs):
+        super().__init__(**kwargs)
+        self.rows, self.weight = rows, weight
+
+    def build(self, input_shape):
+        self.table = self.add_weight(name="table", shape=(self.rows, input_shape[-1]), initializer="zeros")
+
+    def call(self, history_code, user, has_history, training=None):
+        pooled = self.SCALE * gather_rows(self.table, user)
+        if training:
+            error = tf.reduce_sum(tf.square(pooled - tf.stop_gradient(tf.cast(history_code, pooled.dtype))), -1)
+            count = tf.maximum(tf.reduce_sum(tf.cast(has_history, error.dtype)), 1.0)
+            self.add_loss(self.weight * tf.reduce_sum(tf.where(has_history, error, 0.0)) / count)
+        return tf.cast(pooled, self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "rows": self.rows, "weight": self.weight}
+
+
 def _masked_mean(values, mask):
     m = tf.cast(mask, values.dtype)[..., None]
     return tf.reduce_sum(values * m, axis=1) / tf.maximum(tf.reduce_sum(m, axis=1), 1.0)
@@ -131,6 +163,10 @@ def build_din(cfg: ModelConfig, vocab) -> keras.Model:
     if cfg.user_buckets:
         user = RowEmbedding(vocab.users, d, l2=l2, name="user_embedding")(inputs[F.USER_BUCKET])
         parts += [user * item, _dot(user, item)]
+        if cfg.user_memory_weight:
+            pooled = UserMemory(vocab.users, cfg.user_memory_weight, name="user_memory")(
+                history_code, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
+            parts += [pooled * code, _dot(pooled, code)]
     parts += [RowEmbedding(len(F.PLATFORMS) + 1, 4, name="platform_embedding")(inputs[F.PLATFORM_ID]),
               RowEmbedding(25, 4, name="hour_embedding")(inputs[F.HOUR_ID])]
     z = tf.concat(parts, -1)

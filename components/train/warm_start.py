@@ -19,7 +19,8 @@ from pipeline.contracts import features as F
 log = logging.getLogger(__name__)
 
 # Embedding table -> the tf.Transform vocabulary file that numbers its rows (row = index + 1).
-VOCAB_OF_TABLE = {"item_embedding": F.ITEM_VOCAB, "title_embedding": F.TITLE_VOCAB}
+# DIN's content memory is indexed by item id too; the user tables are hashed (fixed rows).
+VOCAB_OF_TABLE = {"item_embedding": F.ITEM_VOCAB, "content_memory": F.ITEM_VOCAB, "title_embedding": F.TITLE_VOCAB}
 
 
 def read_vocabulary(path: Path) -> list[str]:

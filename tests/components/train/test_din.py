@@ -47,7 +47,7 @@ def test_prediction_depends_on_the_target_through_the_history(model):
 def test_user_embedding_is_optional():
     cfg = dataclasses.replace(DIN, user_buckets=0)
     names = {layer.name for layer in build_model(cfg, VocabSizes.from_config(cfg)).layers}
-    assert "user_embedding" not in names and "target_attention" in names
+    assert {"user_embedding", "user_memory"}.isdisjoint(names) and "target_attention" in names
 
 
 def test_xla_serving_function_matches_the_model(model):
@@ -69,6 +69,25 @@ def test_content_memory_learns_what_shown_items_look_like_and_reads_it_for_the_h
     _, history_code = layer(target, image, history, training=False)
     np.testing.assert_allclose(history_code.numpy(), [[2.0] * 4, [0.0] * 4, [3.0] * 4], rtol=1e-6)  # masked mean
     assert code.shape == (3, 4) and layer.trainable_weights[0] is not layer.projection
+
+
+def test_user_memory_converges_to_the_mean_history_code_of_each_user():
+    """Two requests of user 2 with different history codes: the user's row is fitted to their
+    mean; a request without history (user 4) pulls nothing, so its row stays 0."""
+    from components.train.din import UserMemory
+
+    layer = UserMemory(rows=6, weight=1.0)
+    codes = tf.constant([[1.0, 0.0], [3.0, 2.0], [9.0, 9.0]])
+    users, has_history = tf.constant([2, 2, 4]), tf.constant([True, True, False])
+    optimizer = tf.keras.optimizers.SGD(2e-4)      # the row moves by 2 x SCALE**2 x lr of its error
+    for _ in range(200):
+        with tf.GradientTape() as tape:
+            layer(codes, users, has_history, training=True)
+            loss = tf.add_n(layer.losses)
+        optimizer.apply_gradients(zip(tape.gradient(loss, layer.trainable_weights), layer.trainable_weights))
+    pooled = layer(codes, users, has_history, training=False).numpy()
+    np.testing.assert_allclose(pooled[0], [2.0, 1.0], atol=1e-3)
+    np.testing.assert_array_equal(pooled[2], [0.0, 0.0])
 
 
 def test_builds_and_stays_finite_under_mixed_precision():

@@ -38,6 +38,8 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     cfg = dataclasses.replace(DIN, oov_buckets=1)
     items_old, items_new = ["101", "102", "103"], ["103", "104", "101"]
     served = build_model(cfg, VocabSizes(title=4, items=len(items_old) + 2, users=cfg.user_buckets + 1))
+    memory = served.get_layer("content_memory").table       # zeros until fitted: give rows values
+    memory.assign(np.random.default_rng(0).normal(size=memory.shape).astype(np.float32))
     _save(served, tmp_path / "served", items_old, ["red", "shoe"])
     transform = tmp_path / "transform" / "transform_fn" / "assets"
     transform.mkdir(parents=True)
@@ -48,6 +50,8 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     old, new = served.get_layer("item_embedding").embeddings.numpy(), fresh.get_layer("item_embedding").embeddings
     np.testing.assert_array_equal(new[1], old[3])                 # item 103 moved from row 3 to row 1
     np.testing.assert_array_equal(new[3], old[1])                 # item 101 from row 1 to row 3
+    memory_old, memory_new = memory.numpy(), fresh.get_layer("content_memory").table
+    np.testing.assert_array_equal(memory_new[1], memory_old[3])   # its content memory row moved with it
     title_old, title_new = served.get_layer("title_embedding").embeddings.numpy(), fresh.get_layer("title_embedding")
     np.testing.assert_array_equal(title_new.embeddings[1], title_old[2])      # "shoe"
     np.testing.assert_array_equal(fresh.get_layer("hidden").kernel, served.get_layer("hidden").kernel)
