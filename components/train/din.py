@@ -119,7 +119,9 @@ class UserMemory(keras.layers.Layer):
             error = tf.reduce_sum(tf.square(pooled - tf.stop_gradient(tf.cast(history_code, pooled.dtype))), -1)
             count = tf.maximum(tf.reduce_sum(tf.cast(has_history, error.dtype)), 1.0)
             self.add_loss(self.weight * tf.reduce_sum(tf.where(has_history, error, 0.0)) / count)
-        return tf.cast(pooled, self.compute_dtype)
+        # Only the fitting loss moves the table: a statistic of the user's histories, not a
+        # second free user embedding for the click loss to memorise clicks in.
+        return tf.cast(tf.stop_gradient(pooled), self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "rows": self.rows, "weight": self.weight}
