@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-SETUP, FIT, FINISH = "setup", "fit", "finish"
+SETUP, FIT, FINISH, DONE = "setup", "fit", "finish", "done"   # DONE: the last beat, on exit
 READ_EVERY_S = 1.0      # the writers' period: the launcher reads no more often
 
 
@@ -39,6 +39,7 @@ class HeartbeatWriter:
     def __init__(self, path: Path, every_s: float = READ_EVERY_S):
         self.path, self.every_s = Path(path), every_s
         self.steps, self.phase, self.seq = 0, SETUP, 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)     # a pod may be the first to write there
         self._lock, self._stop = threading.Lock(), threading.Event()
         self.write()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
@@ -67,6 +68,7 @@ class HeartbeatWriter:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        self.phase = DONE
         self.write()
 
 
@@ -98,6 +100,11 @@ class ProgressWatch:
         """(worker or None, why) when the gang must be stopped, else None. `beats`: the running
         workers' heartbeats; `now`: the launcher's monotonic clock."""
         if self.timeout_s <= 0 or not beats or any(b is None for b in beats.values()):
+            return None
+        # A worker that exited cleanly beats no more (the Kubernetes launcher cannot tell from
+        # the files alone which pods still run; the local one passes running workers only).
+        beats = {i: b for i, b in beats.items() if b.phase != DONE}
+        if not beats:
             return None
         limit = f"limit train.progress_timeout_s = {self.timeout_s:.0f} s"
         for i, beat in sorted(beats.items()):

@@ -31,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from components.train.worker_spec import WORKER_ENV, WORKER_ENV_DEFAULTS, WORKER_MODULE, worker_args
+from components.train import heartbeat
+from components.train.worker_spec import WORKER_ENV, WORKER_ENV_DEFAULTS, WORKER_MODULE, ready_file, worker_args
 from pipeline.config import Config
 from pipeline.paths import RunPaths
 
@@ -57,8 +58,10 @@ def resource_name(paths: RunPaths) -> str:
 
 
 def worker_command(paths: RunPaths) -> list[str]:
-    """The local launcher's worker command, reading the config from the mounted ConfigMap."""
-    return ["python", "-m", WORKER_MODULE, *worker_args(Path(CONFIG_MOUNT) / "config.json", paths)]
+    """The local launcher's worker command, reading the config from the mounted ConfigMap; the
+    heartbeat goes to the shared artifact volume, where the launcher pod reads it."""
+    return ["python", "-m", WORKER_MODULE, *worker_args(Path(CONFIG_MOUNT) / "config.json", paths,
+                                                        ready_file=ready_file(paths, f"$({WORKER_INDEX_ENV})"))]
 
 
 def _env(extra: dict[str, str] | None = None) -> list[dict[str, str]]:
@@ -210,11 +213,12 @@ def owned_by(doc: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "metadata": {**doc["metadata"], "ownerReferences": [ref]}}
 
 
-def _wait(config: Config, cluster, job: dict[str, Any]) -> None:
-    from components.train.launcher import GangError, GangTimeout
+def _wait(config: Config, paths: RunPaths, cluster, job: dict[str, Any]) -> None:
+    from components.train.launcher import GangError, GangStalled, GangTimeout
 
     name = job["metadata"]["name"]
     deadline = time.monotonic() + config.train.timeout_s
+    watch = heartbeat.ProgressWatch(config.train.progress_timeout_s)
     while True:
         state = job_state(job, cluster.status(job))
         if state == "succeeded":
@@ -225,6 +229,12 @@ def _wait(config: Config, cluster, job: dict[str, Any]) -> None:
             raise GangError(f"{job['kind']} {name} failed: pod(s) {sorted(logs) or 'unknown'} failed{tails}")
         if time.monotonic() > deadline:
             raise GangTimeout(f"{job['kind']} {name} exceeded {config.train.timeout_s:.0f} s")
+        # The local launcher's progress deadline, on the heartbeats the pods write to the shared
+        # volume: a frozen or hung pod never fails, so only this ends the gang before the deadline.
+        beats = {i: heartbeat.read(ready_file(paths, i)) for i in range(config.train.workers)}
+        stalled = watch.check(beats, time.monotonic())
+        if stalled is not None:
+            raise GangStalled(f"{job['kind']} {name}: {stalled[1]}; stopped the gang", stalled[0])
         time.sleep(POLL_S)
 
 
@@ -256,11 +266,13 @@ def submit_and_wait(config: Config, paths: RunPaths, config_json: Path, cluster=
     cluster = cluster or KubeCluster()
     job, owned = docs[-1], docs[:-1]
     log.info("submitting %s %s (%s)", job["kind"], job["metadata"]["name"], manifest)
+    for i in range(config.train.workers):     # a killed gang's last beats are not this gang's
+        ready_file(paths, i).unlink(missing_ok=True)
     created = _create_replacing(cluster, job, config.train.startup_timeout_s)
     try:
         for doc in owned:
             _create_replacing(cluster, owned_by(doc, created), config.train.startup_timeout_s)
-        _wait(config, cluster, job)
+        _wait(config, paths, cluster, job)
     finally:
         for doc in (job, *owned):         # owned objects go with the job; deleting them too is quick
             cluster.delete(doc)

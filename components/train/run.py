@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.train.worker_spec import WORKER_MODULE, gpu_env, tf_config, worker_args, worker_env
+from components.train.worker_spec import WORKER_MODULE, gpu_env, ready_file, tf_config, worker_args, worker_env
 from pipeline.config import PROJECT_ROOT, Config
 from pipeline.fsutil import write_json_atomic
 from pipeline.paths import RunPaths
@@ -45,7 +45,7 @@ def _run_local(config: Config, paths: RunPaths, config_json: Path, data_dir: Pat
     hosts = [f"localhost:{p}" for p in free_ports(n)]
     cores = len(os.sched_getaffinity(0))
     threads = config.train.threads_per_worker or max(1, cores // n)
-    ready = [paths.logs_dir / f"worker-{i}.ready" for i in range(n)]
+    ready = [ready_file(paths, i) for i in range(n)]
     base = worker_env()
     spec = GangSpec(
         commands=[[sys.executable, "-m", WORKER_MODULE,

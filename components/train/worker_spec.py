@@ -40,6 +40,12 @@ def gpu_env(config: Config, index: int) -> dict:
     return {"CUDA_VISIBLE_DEVICES": ",".join(str(d) for d in range(index * g, (index + 1) * g))}
 
 
+def ready_file(paths: RunPaths, index: int | str) -> Path:
+    """Worker `index`'s heartbeat file (heartbeat.py), on the artifact store both launchers read.
+    On Kubernetes the index is `$(RECO_WORKER_INDEX)`, which the kubelet expands in the args."""
+    return paths.logs_dir / f"worker-{index}.ready"
+
+
 def worker_args(config_json: Path, paths: RunPaths, data_dir: Path | None = None,
                 ready_file: Path | None = None, threads: int = 0) -> list[str]:
     args = ["--config-json", str(config_json), "--date", paths.ds, "--run-id", paths.run_id]

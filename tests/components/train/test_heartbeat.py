@@ -1,5 +1,5 @@
 """The progress watch's rules on given heartbeats (the launcher tests run them on real processes)."""
-from components.train.heartbeat import FINISH, FIT, SETUP, Beat, HeartbeatWriter, ProgressWatch, read
+from components.train.heartbeat import DONE, FINISH, FIT, SETUP, Beat, HeartbeatWriter, ProgressWatch, read
 
 
 def test_steps_that_stop_moving_while_fitting_trip_the_deadline():
@@ -38,5 +38,14 @@ def test_writer_counts_steps_enters_fit_on_the_first_and_survives_concurrent_wri
         writer.write()                  # racing the thread's own writes
     writer.close()
     beat = read(tmp_path / "w0.ready")
-    assert beat.steps == 200 and beat.phase == FIT and beat.seq > 200
+    assert beat.steps == 200 and beat.phase == DONE and beat.seq > 200      # the last beat says it exited
     assert read(tmp_path / "missing") is None
+
+
+def test_a_worker_that_exited_is_not_a_frozen_one():
+    """A non-chief exits after fitting while the chief exports: its beat stops changing, and
+    only its DONE phase tells the Kubernetes launcher (which reads files, not processes) why."""
+    watch = ProgressWatch(timeout_s=10)
+    watch.check({0: Beat(1, 9, FINISH), 1: Beat(7, 9, DONE)}, 0.0)
+    assert watch.check({0: Beat(30, 9, FINISH), 1: Beat(7, 9, DONE)}, 30.0) is None
+    assert watch.check({0: Beat(30, 9, FINISH), 1: Beat(7, 9, DONE)}, 60.0)[0] == 0   # the chief froze

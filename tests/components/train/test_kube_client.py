@@ -7,25 +7,25 @@ import json
 import pytest
 
 from components.train import kubernetes as k8s
-from components.train.launcher import GangError
+from components.train.launcher import GangError, GangStalled
 from pipeline.config import Config
 from pipeline.paths import RunPaths
 from tests.components.train.kube_api_standin import CRASH_LOG, STAGE_LOG, KubeApiStandIn
 
 
-def _run(tmp_path, flavor: str) -> tuple[Config, RunPaths]:
+def _run(tmp_path, flavor: str, **overrides) -> tuple[Config, RunPaths]:
     config = Config().with_overrides({"train.workers": 2, "train.namespace": "ml", "train.k8s_flavor": flavor,
-                                      "data.artifact_root": str(tmp_path / "artifacts")})
+                                      "data.artifact_root": str(tmp_path / "artifacts"), **overrides})
     return config, RunPaths.for_run(config, "2026-11-08", "scheduled__2026-11-08T02:00:00+00:00")
 
 
-def _submit(tmp_path, monkeypatch, standin: KubeApiStandIn, flavor: str):
+def _submit(tmp_path, monkeypatch, standin: KubeApiStandIn, flavor: str, **overrides):
     from components.train.kube_client import KubeCluster
 
     monkeypatch.setattr(k8s, "POLL_S", 0.01)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)       # not in a pod: use the kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(standin.write_kubeconfig(tmp_path / "kubeconfig", "ml")))
-    config, paths = _run(tmp_path, flavor)
+    config, paths = _run(tmp_path, flavor, **overrides)
     config_json = tmp_path / "config.json"
     config_json.write_text(json.dumps(config.to_dict()))
     k8s.submit_and_wait(config, paths, config_json, cluster=KubeCluster())
@@ -91,3 +91,29 @@ def test_a_retry_after_a_killed_launcher_replaces_the_gang_it_left_running(tmp_p
     assert posts.count("/apis/batch/v1/namespaces/ml/jobs") == 2              # refused (409), then recreated
     assert ("DELETE", f"/apis/batch/v1/namespaces/ml/jobs/{name}") in api.calls[:4]
     assert api.objects == {}
+
+
+def test_a_pod_whose_heartbeat_froze_stops_the_gang_before_its_deadline(tmp_path, monkeypatch):
+    """The job stays Running (a frozen pod never fails); the heartbeats on the shared volume,
+    where the worker command writes them, stop changing: GangStalled, and the gang is deleted.
+    A killed gang's beats left from before are removed at submission, so they count for nothing."""
+    from components.train.worker_spec import ready_file
+
+    paths = _run(tmp_path, "indexed-job")[1]
+    assert f"{ready_file(paths, '$(RECO_WORKER_INDEX)')}" in k8s.worker_command(paths)
+    ready_file(paths, 1).parent.mkdir(parents=True)
+    ready_file(paths, 1).write_text("left by a killed gang")
+
+    class FrozenPods(KubeApiStandIn):
+        def _status(self, doc):
+            left = ready_file(paths, 1)
+            assert not left.exists() or left.read_text() != "left by a killed gang"
+            for i in (0, 1):                              # the pods beat once, then froze
+                ready_file(paths, i).write_text(json.dumps({"seq": 3, "steps": 12, "phase": "fit"}))
+            return super()._status(doc)
+
+    with FrozenPods(outcome="succeeded", polls=10**6) as api:
+        with pytest.raises(GangStalled, match="no heartbeat for .* stopped the gang") as err:
+            _submit(tmp_path, monkeypatch, api, "indexed-job",
+                    **{"train.progress_timeout_s": 0.3, "train.timeout_s": 60.0})
+    assert err.value.worker == 0 and api.objects == {}

@@ -50,7 +50,8 @@ def test_tfjob_manifest():
     assert container["image"] == "registry/reco-worker:1.2"
     assert container["command"] == ["python", "-m", "components.train.worker", "--config-json",
                                     "/etc/reco/config.json", "--date", "2026-11-08",
-                                    "--run-id", paths.run_id]
+                                    "--run-id", paths.run_id,     # the heartbeat, on the shared volume:
+                                    "--ready-file", f"{paths.logs_dir}/worker-$(RECO_WORKER_INDEX).ready"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["TF_USE_LEGACY_KERAS"] == "1" and "TF_CONFIG" not in env   # the operator sets it
     assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
