@@ -1,7 +1,7 @@
 """Nightly retraining pipeline for a multimodal CTR recommender on Apache Airflow 3."""
 from setuptools import find_packages, setup
 
-COMMON = ["pyyaml>=6", "numpy>=1.26", "pyarrow>=18"]
+COMMON = ["pyyaml>=6", "numpy>=1.26", "pyarrow>=18", "fsspec>=2024.6"]
 # The DAG side: scheduler, API server, DAG processor. No TensorFlow or Beam: the DAG file parses
 # without them (tests/test_environment.py installs it alone), and task bodies import them lazily.
 AIRFLOW = [

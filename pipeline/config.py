@@ -26,8 +26,9 @@ DEFAULT_CONFIG_FILE = PROJECT_ROOT / "conf" / "params.yaml"
 ENV_PREFIX = "RECO__"
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 URL_REFUSED = ("is a URL; artifacts are written with local file operations (atomic rename, fsync), "
-               "so every root must be a local or mounted path (a PVC, gcsfuse, an S3 CSI mount); "
-               "see docs/scaling.md")
+               "so every root must be a local or mounted path (a PVC, gcsfuse, an S3 CSI mount); for an "
+               "object store keep data.artifact_root local and set data.artifact_store to the URL "
+               "(pipeline/storage.py, docs/scaling.md)")
 
 
 class ConfigError(ValueError):
@@ -40,6 +41,7 @@ class DataConfig:
     artifact_root: Path = PROJECT_ROOT / "var" / "artifacts"
     staging_root: Path = PROJECT_ROOT / "var" / "ssd"        # the training hosts' local SSD
     serving_base: Path = PROJECT_ROOT / "var" / "serving"    # TF Serving's model base dir
+    artifact_store: str = ""     # URL (gs://, s3://, any fsspec) the run's outputs are mirrored to; "" = off
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "window.train_days": (lambda v: v >= 1, "an int >= 1 (days)"),
+    "data.artifact_store": (lambda v: not v or "://" in v, "'' (off) or a URL such as gs://bucket/reco"),
     "train.workers": (lambda v: v >= 1, "an int >= 1"),
     "train.epochs": (lambda v: v >= 1, "an int >= 1"),
     "train.batch_size_per_replica": (lambda v: v >= 1, "an int >= 1"),

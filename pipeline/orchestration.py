@@ -118,12 +118,18 @@ def resolve_run(params: dict, logical_date, run_after, run_id: str, data_interva
 
 
 def _run_component(spec: RunSpec, step: str) -> dict:
-    """Import the step's component at run time, run it, and record how long its body took."""
+    """Import the step's component at run time, run it, and record how long its body took.
+    With `data.artifact_store` set, the run's published outputs are fetched first and what the
+    step wrote is published after (pipeline/storage.py): tasks need not share a filesystem."""
+    from pipeline import storage
+
     module = importlib.import_module(f"components.{step}")
     config, paths = spec.load()
+    storage.pull(config, paths)
     start = time.perf_counter()
     result = module.run(config, paths)
     seconds = time.perf_counter() - start
+    storage.push(config, paths)
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     with open(paths.run_dir / "timings.jsonl", "a") as out:
         out.write(json.dumps({"step": step, "seconds": seconds}) + "\n")
