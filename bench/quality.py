@@ -75,7 +75,8 @@ def _seeded(work: Path, size: dict, paths: RunPaths, seeds: int) -> dict[str, fl
     return median
 
 
-def run_size(work: Path, name: str, size: dict, reference: bool, seeds: int) -> dict[str, float]:
+def _prepared(work: Path, name: str, size: dict):
+    """Generated days, validated and preprocessed: (config, paths of the run, generation report)."""
     from components import preprocess, validate
     from pipeline.datagen import generate
 
@@ -86,6 +87,25 @@ def run_size(work: Path, name: str, size: dict, reference: bool, seeds: int) -> 
     paths = RunPaths.for_run(config, START + dt.timedelta(days=config.window.train_days), f"quality-{name}")
     validate.run(config, paths)
     preprocess.run(config, paths)
+    return config, paths, report
+
+
+def more_epochs(work: Path, name: str, size: dict) -> dict[str, float]:
+    """The configured epoch cap against twice that on the same data and seed: early stopping
+    must keep longer training from costing eval AUC (goal: a drop of at most 0.005)."""
+    config, paths, _ = _prepared(work, name, size)
+    default = _train_and_evaluate(config, paths)
+    longer_config = _config(work, size, **{"train.epochs": 2 * config.train.epochs})
+    longer_paths = RunPaths.for_run(longer_config, paths.run_date, f"{paths.run_id}-longer")
+    _share_preprocess(paths, longer_paths)
+    longer = _train_and_evaluate(longer_config, longer_paths)
+    return {f"epochs_cap_{name}": config.train.epochs, f"auc_epochs_cap_{name}": default["auc"],
+            f"auc_twice_the_epochs_{name}": longer["auc"], f"best_epoch_twice_the_epochs_{name}": longer["best_epoch"],
+            f"more_epochs_auc_drop_{name}": default["auc"] - longer["auc"]}
+
+
+def run_size(work: Path, name: str, size: dict, reference: bool, seeds: int) -> dict[str, float]:
+    config, paths, report = _prepared(work, name, size)
     model = _seeded(work, size, paths, seeds)
     base = baselines(paths)
     best = max(base, key=lambda k: base[k]["auc"])
@@ -145,7 +165,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--seeds", type=int, default=3, help="training seeds per size (figures are medians)")
     parser.add_argument("--warm-start", action="store_true", help="only warm vs cold start (warm_start.json)")
+    parser.add_argument("--more-epochs", action="store_true",
+                        help="only the epoch cap vs twice it, per size, seed 0 (epochs.json)")
     args = parser.parse_args(argv or [])
+    if args.more_epochs:
+        figures = {"goal_more_epochs_auc_drop": 0.005}
+        with tempfile.TemporaryDirectory(prefix="bench-epochs-") as tmp:
+            for name in args.sizes:
+                figures.update(more_epochs(Path(tmp) / name, name, SIZES[name]))
+        figures["more_epochs_auc_drop"] = max(figures[f"more_epochs_auc_drop_{n}"] for n in args.sizes)
+        write_result("epochs", figures)
+        return figures
     if args.warm_start:
         with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
             figures = warm_vs_cold(Path(tmp))

@@ -17,9 +17,10 @@ in the same number of steps N workers process N times the examples: with T = wal
 steps, efficiency = T1 * N / TN = (examples/s with N workers) / (examples/s with 1 worker).
 Both gang figures include the epoch-end work (validation, backups) a run pays.
 
-Repeats (`--repeats`, default 3): the 1- and 2-worker gangs run alternately, so each pair shares
-the machine's load of its minutes; the efficiency is the median of the pairs' ratios, the gang
-rates and the input rates are medians too (single runs here spread by +-15 %).
+Repeats (`--repeats`, default 3): each round measures the bound, then a 1- and a 2-worker gang,
+so the figures of a round share the machine's load of its minutes; the efficiency and the
+gang-to-bound ratio are medians of the rounds' ratios, the rates and the input rates are medians
+too (single runs here spread by +-15 %, a bound on a quiet minute by more).
 """
 from __future__ import annotations
 
@@ -182,27 +183,31 @@ def input_throughput(files, model_cfg, batch: int) -> tuple[float, float]:
 
 def architecture_figures(root: Path, data: Path, files, model_cfg, batch: int, gpus: int,
                          repeats: int) -> dict:
-    """One architecture: its bounds in this process, then `repeats` alternating 1- and 2-worker gangs."""
+    """One architecture, `repeats` rounds: its bounds in this process, then a 1- and a 2-worker
+    gang. Each ratio is taken within a round, so bound and gang share the load of its minutes
+    (a bound measured once, on a quiet minute, against gangs under load says nothing)."""
     arch = model_cfg.architecture
-    fwdbwd, single = step_bounds(files, model_cfg, batch)
-    pairs = []
+    bounds, pairs = [], []
     for _ in range(repeats):
+        bounds.append(step_bounds(files, model_cfg, batch))
         pairs.append((train_throughput(root, data, workers=1, threads=2, pin=False, gpus=gpus, architecture=arch),
                       train_throughput(root, data, workers=2, threads=1, pin=True, gpus=gpus, architecture=arch)))
-        log.info("%s pair %d: %.0f / %.0f examples/s", arch, len(pairs), pairs[-1][0]["examples_per_s"],
-                 pairs[-1][1]["examples_per_s"])
+        log.info("%s round %d: bound %.0f, gangs %.0f / %.0f examples/s", arch, len(pairs), bounds[-1][0],
+                 pairs[-1][0]["examples_per_s"], pairs[-1][1]["examples_per_s"])
     one = {k: statistics.median(p[0][k] for p in pairs) for k in pairs[0][0]}
     two = {k: statistics.median(p[1][k] for p in pairs) for k in pairs[0][1]}
     ratios = [p[1]["examples_per_s"] / p[0]["examples_per_s"] for p in pairs]
+    to_bound = [p[1]["examples_per_s"] / b[0] for p, b in zip(pairs, bounds)]
     figures = {
-        "fwdbwd_examples_per_s": fwdbwd,
-        "single_process_step_examples_per_s": single,
+        "fwdbwd_examples_per_s": statistics.median(b[0] for b in bounds),
+        "single_process_step_examples_per_s": statistics.median(b[1] for b in bounds),
         "examples_per_s_1_worker": one["examples_per_s"],
         "examples_per_s_2_workers": two["examples_per_s"],
         "steady_examples_per_s_2_workers": two["steady_examples_per_s"],
         "epoch_end_s_1_worker": one["epoch_end_s"],
         "epoch_end_s_2_workers": two["epoch_end_s"],
-        "gang_to_fwdbwd_ratio": two["examples_per_s"] / fwdbwd,
+        "gang_to_fwdbwd_ratio": statistics.median(to_bound),
+        "gang_to_fwdbwd_ratio_min": min(to_bound),
         "mwms_efficiency": statistics.median(ratios),
         "mwms_efficiency_min": min(ratios),
         "mwms_efficiency_max": max(ratios),
