@@ -103,6 +103,13 @@ def _url(config, local: Path) -> str:
     return f"{config.data.artifact_store.rstrip('/')}/{local.relative_to(config.data.artifact_root).as_posix()}"
 
 
+def _shared(config):
+    """(local folder, store filesystem, its path there) of each cross-run folder of files."""
+    for name in SHARED_FILES:
+        fs, root = filesystem(_url(config, config.data.artifact_root / name))
+        yield config.data.artifact_root / name, fs, root
+
+
 def pull(config, paths) -> list[str]:
     """Before a step: fetch the run's published outputs and shared files missing locally."""
     if not config.data.artifact_store:
@@ -113,10 +120,9 @@ def pull(config, paths) -> list[str]:
         if not local.exists() and listing(_url(config, local)) is not None:
             fetch(_url(config, local), local)
             fetched.append(name)
-    for name in SHARED_FILES:
-        fs, root = filesystem(_url(config, config.data.artifact_root / name))
+    for folder, fs, root in _shared(config):
         for remote in fs.find(root) if fs.exists(root) else []:
-            local = config.data.artifact_root / name / remote[len(root) + 1:]
+            local = folder / remote[len(root) + 1:]
             if not local.exists():
                 local.parent.mkdir(parents=True, exist_ok=True)
                 fs.get_file(remote, str(local))
@@ -137,9 +143,8 @@ def push(config, paths) -> list[str]:
         if remote is None or {k: {"size": v["size"], "mtime_ns": v["mtime_ns"]} for k, v in remote.items()} != mine:
             publish(local, _url(config, local))
             published.append(name)
-    for name in SHARED_FILES:
-        fs, root = filesystem(_url(config, config.data.artifact_root / name))
-        for local in sorted((config.data.artifact_root / name).glob("*")):
+    for folder, fs, root in _shared(config):
+        for local in sorted(folder.glob("*")):
             if local.is_file() and not fs.exists(f"{root}/{local.name}"):
                 fs.makedirs(root, exist_ok=True)
                 fs.put_file(str(local), f"{root}/{local.name}")
