@@ -128,6 +128,8 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
         # last all-reduce so the gang ends together: a worker that just exited looks like a
         # crash to the chief's coordination service.
         gang_barrier(strategy)
+        if beat:
+            beat.close()             # its last beat says it exited cleanly (DONE)
         return None
     result = chief.finish(config, paths, chief.Trained(
         model=model, vocab=vocab, train_split=train_split, eval_split=eval_split, valid_split=valid_split,
