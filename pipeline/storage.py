@@ -27,8 +27,6 @@ from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_s
 log = logging.getLogger(__name__)
 
 MARKER = "_COMPLETE"
-RUN_OUTPUTS = ("validation", "transform", "examples", "train", "eval", "push")   # under paths.run_dir
-SHARED_FILES = ("validation_history",)   # under artifact_root: the drift checks read earlier days
 
 
 class StoreError(RuntimeError):
@@ -80,9 +78,10 @@ def publish(local_dir: Path, url: str) -> dict[str, dict[str, Any]]:
     return files
 
 
-def fetch(url: str, local_dir: Path) -> None:
-    """Download a published directory into `local_dir` (atomically), checking every file."""
-    files = listing(url)
+def fetch(url: str, local_dir: Path, files: dict[str, dict[str, Any]] | None = None) -> None:
+    """Download a published directory into `local_dir` (atomically), checking every file.
+    `files`: its marker's listing when the caller has just read it."""
+    files = files if files is not None else listing(url)
     if files is None:
         raise IncompleteOutput(f"{url}: no {MARKER} marker, so its publish did not finish; not read")
     fs, root = filesystem(url)
@@ -103,11 +102,17 @@ def _url(config, local: Path) -> str:
     return f"{config.data.artifact_store.rstrip('/')}/{local.relative_to(config.data.artifact_root).as_posix()}"
 
 
-def _shared(config):
-    """(local folder, store filesystem, its path there) of each cross-run folder of files."""
-    for name in SHARED_FILES:
-        fs, root = filesystem(_url(config, config.data.artifact_root / name))
-        yield config.data.artifact_root / name, fs, root
+def _run_outputs(paths) -> tuple[Path, ...]:
+    """The run's directories a step may write (RunPaths names them), mirrored as published dirs."""
+    return (paths.validation_dir, paths.transform_dir, paths.examples_dir, paths.train_dir, paths.eval_dir,
+            paths.push_dir)
+
+
+def _shared(config, paths):
+    """(local folder, store filesystem, its path there) of each cross-run folder of one-object
+    files: the validation history, whose earlier days the drift checks read."""
+    for folder in (paths.validation_history_dir,):
+        yield (folder, *filesystem(_url(config, folder)))
 
 
 def pull(config, paths) -> list[str]:
@@ -115,12 +120,12 @@ def pull(config, paths) -> list[str]:
     if not config.data.artifact_store:
         return []
     fetched = []
-    for name in RUN_OUTPUTS:
-        local = paths.run_dir / name
-        if not local.exists() and listing(_url(config, local)) is not None:
-            fetch(_url(config, local), local)
-            fetched.append(name)
-    for folder, fs, root in _shared(config):
+    for local in _run_outputs(paths):
+        files = None if local.exists() else listing(_url(config, local))
+        if files is not None:
+            fetch(_url(config, local), local, files)
+            fetched.append(local.name)
+    for folder, fs, root in _shared(config, paths):
         for remote in fs.find(root) if fs.exists(root) else []:
             local = folder / remote[len(root) + 1:]
             if not local.exists():
@@ -134,16 +139,13 @@ def push(config, paths) -> list[str]:
     if not config.data.artifact_store:
         return []
     published = []
-    for name in RUN_OUTPUTS:
-        local = paths.run_dir / name
-        if not local.is_dir():
-            continue
+    for local in (d for d in _run_outputs(paths) if d.is_dir()):
         remote = listing(_url(config, local))
         mine = _fingerprint(local)
         if remote is None or {k: {"size": v["size"], "mtime_ns": v["mtime_ns"]} for k, v in remote.items()} != mine:
             publish(local, _url(config, local))
-            published.append(name)
-    for folder, fs, root in _shared(config):
+            published.append(local.name)
+    for folder, fs, root in _shared(config, paths):
         for local in sorted(folder.glob("*")):
             if local.is_file() and not fs.exists(f"{root}/{local.name}"):
                 fs.makedirs(root, exist_ok=True)

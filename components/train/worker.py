@@ -123,21 +123,18 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
     if beat:
         beat.phase = FINISH          # the chief evaluates and exports alone: no steps from here
     fitted["train_metrics"]["warm_start_variables"] = float(warm)
-    if not task.is_chief:
-        # The chief evaluates and exports alone (no collective in it); this worker waits in a
-        # last all-reduce so the gang ends together: a worker that just exited looks like a
-        # crash to the chief's coordination service.
-        gang_barrier(strategy)
-        if beat:
-            beat.close()             # its last beat says it exited cleanly (DONE)
-        return None
-    result = chief.finish(config, paths, chief.Trained(
-        model=model, vocab=vocab, train_split=train_split, eval_split=eval_split, valid_split=valid_split,
-        workers=task.num_workers, replicas=replicas, global_batch=global_batch,
-        collective=collective, mixed_precision=mixed, **fitted), summaries)
+    result = None
+    if task.is_chief:
+        result = chief.finish(config, paths, chief.Trained(
+            model=model, vocab=vocab, train_split=train_split, eval_split=eval_split, valid_split=valid_split,
+            workers=task.num_workers, replicas=replicas, global_batch=global_batch,
+            collective=collective, mixed_precision=mixed, **fitted), summaries)
+    # The chief evaluates and exports alone (no collective in it); the others wait in a last
+    # all-reduce so the gang ends together: a worker that just exited looks like a crash to the
+    # chief's coordination service.
     gang_barrier(strategy)
     if beat:
-        beat.close()
+        beat.close()                 # every worker's last beat says it exited cleanly (DONE)
     return result
 
 
