@@ -20,7 +20,7 @@ $(STAMP): setup.py constraints.txt
 
 test: setup
 	$(PY) -m ruff check pipeline components dags tests bench
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" tests

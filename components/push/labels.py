@@ -5,14 +5,18 @@ On when `push.serving_url` names TF Serving's REST endpoint. Clients that ask fo
 client can ask for `canary` meanwhile. TF Serving assigns a label only to a version it has
 loaded (and never moves an existing label to one it has not), so:
 
-1. write 1: serve both versions (specific policy), `stable` -> old, `canary` -> new;
+1. write 1: serve both versions (specific policy), `stable` -> old, `canary` -> new (no `canary`
+   when it still names an older canary, e.g. after a LabelTimeout: an assigned label only moves
+   to a loaded version, so that write would be refused whole);
 2. wait until the server reports the new version AVAILABLE (GET /v1/models/<name>/versions/<v>);
 3. write 2: `stable` -> new, only the new version served (the old one unloads).
 
 A rollback publishes the restored copy as a new version and goes through the same writes, so
 `stable` moves back. If the new version never becomes AVAILABLE, write 2 is not made: `stable`
-stays on the old version and LabelTimeout says so; rerunning the push (the version is already
-published) makes write 2 once the server has loaded it.
+stays on the old version and LabelTimeout says so. Between the writes the new version has a
+canary record (pipeline/contracts/serving.py), so the gate and the push keep taking the version
+labelled stable as the served one; rerunning the push (the version is already published) makes
+write 2 once the server has loaded it.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ import urllib.request
 from pathlib import Path
 
 from components.push import serving_files
+from pipeline import fsutil
+from pipeline.contracts import serving
 
 log = logging.getLogger(__name__)
 STABLE, CANARY = "stable", "canary"
@@ -56,11 +62,16 @@ def wait_available(url: str, model_name: str, version: int, timeout_s: float) ->
 
 def publish_labels(serving_base: Path, model_name: str, previous: int | None, new: int, url: str,
                    timeout_s: float) -> None:
-    """The two writes (one when nothing was served before, or when `new` is already stable)."""
+    """The two writes (one when nothing was served before, or when `new` is already stable).
+    The canary record written before write 1 is removed by publish.finish once `new` serves."""
     if previous is not None and previous != new:
-        serving_files.write_models_config(serving_base, model_name, {STABLE: previous, CANARY: new})
-        log.info("%s: %s -> v%d, %s -> v%d; waiting for v%d to be AVAILABLE on %s", model_name, STABLE, previous,
-                 CANARY, new, new, url)
+        fsutil.write_json_atomic(serving.canary_path(serving_base / model_name, new),
+                                 {"version": new, STABLE: previous, "url": url})
+        first = {STABLE: previous, CANARY: new}
+        if serving_files.version_labels(serving_base, model_name).get(CANARY, new) != new:
+            first.pop(CANARY)       # names an older canary: it may only move to a loaded version
+        serving_files.write_models_config(serving_base, model_name, first, also_serve=(new,))
+        log.info("%s: labels %s; waiting for v%d to be AVAILABLE on %s", model_name, first, new, url)
         wait_available(url, model_name, new, timeout_s)
     serving_files.write_models_config(serving_base, model_name, {STABLE: new})
     log.info("%s: %s -> v%d", model_name, STABLE, new)

@@ -132,6 +132,7 @@ def finish(vdir: Path, kind: str, record: dict, push: PushConfig,
         labels.publish_labels(base, name, stable, int(vdir.name), push.serving_url, push.label_wait_s)
     else:
         serving_files.write_models_config(base, name)
+    serving.canary_path(vdir.parent, int(vdir.name)).unlink(missing_ok=True)   # it serves now
     history = serving.write_history(base, name, kind, int(vdir.name), record)
     return history, apply_retention(vdir.parent, push.keep_versions)
 

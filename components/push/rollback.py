@@ -40,7 +40,9 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
     model_base = base / name
     with publish.push_lock(base, name):
         publish.clean_stale(base, name)
-        served = serving.served_version(model_base)
+        # The newest published version: the served one, or a canary still waiting for `stable`
+        # (rolling back then gives up on the canary).
+        served = (serving.list_versions(model_base) or [None])[-1]
         if served is None:
             raise RollbackError(f"no version is served under {model_base}: nothing to roll back")
         target = to_version if to_version is not None else _previous(base, name, served)

@@ -3,7 +3,8 @@
 Order of operations, and why:
 1. Gate: BLESSED, or force + a reason (recorded). The evaluated model's digest must match the
    model on disk: a verdict is about bytes, not about a path.
-2. Skip when the served model is this very model (an idempotent retry), or when this run's
+2. Skip when the served model (or a canary still waiting for `stable`) is this very model (an
+   idempotent retry: a canary gets its label move again), or when this run's
    data is older than the served model's (a backfill must not replace fresher data by
    default; `allow_backfill` overrides).
 3. Stage a copy beside the model dir, add warmup requests and the push record, fsync,
@@ -54,8 +55,11 @@ def run(config: Config, paths: RunPaths) -> PushResult:
         served = serving.served_version(paths.model_base)
         served_record = serving.read_push_record(serving.version_dir(paths.model_base, served)) \
             if served is not None else None
-        if served_record and served_record.get("model_digest") == digest:
-            return _already_served(config, paths, served, served_record)
+        for version in [served, *sorted(serving.canary_versions(paths.model_base))]:
+            record = serving.read_push_record(serving.version_dir(paths.model_base, version)) \
+                if version is not None else None
+            if record and record.get("model_digest") == digest:
+                return _already_served(config, paths, version, record)
         served_date = served_record.get("data_date") if served_record else None
         if served_date and paths.ds < served_date and not allow_backfill:
             return _skip(paths, f"backfill: run data date {paths.ds} is older than served version "

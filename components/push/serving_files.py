@@ -89,9 +89,11 @@ def read_warmup(path: Path) -> list[Any]:
     return logs
 
 
-def models_config_text(path: Path, model_name: str, base_path: Path, labels: dict[str, int] | None = None) -> str:
+def models_config_text(path: Path, model_name: str, base_path: Path, labels: dict[str, int] | None = None,
+                       also_serve: tuple[int, ...] = ()) -> str:
     """models.config with `model_name` -> `base_path`, other models kept: the latest version, or
-    with `labels` exactly the labelled versions and the labels (labels.py says why two writes).
+    with `labels` the labels and exactly the labelled versions plus `also_serve` (labels.py says
+    why two writes).
 
     An existing file that does not parse is an operator's file we do not understand:
     raising beats silently replacing the config of other models on the same server.
@@ -114,7 +116,7 @@ def models_config_text(path: Path, model_name: str, base_path: Path, labels: dic
     entry.model_version_policy.Clear()
     entry.ClearField("version_labels")
     if labels:
-        entry.model_version_policy.specific.versions.extend(sorted(set(labels.values())))
+        entry.model_version_policy.specific.versions.extend(sorted({*labels.values(), *also_serve}))
         entry.version_labels.update(labels)
     else:
         entry.model_version_policy.latest.num_versions = 1
@@ -134,9 +136,10 @@ def version_labels(serving_base: Path, model_name: str) -> dict[str, int]:
     return dict(entry.version_labels) if entry else {}
 
 
-def write_models_config(serving_base: Path, model_name: str, labels: dict[str, int] | None = None) -> Path:
+def write_models_config(serving_base: Path, model_name: str, labels: dict[str, int] | None = None,
+                        also_serve: tuple[int, ...] = ()) -> Path:
     """Atomically write <serving_base>/models.config (temp file, fsync, rename)."""
     path = serving_base / serving.MODELS_CONFIG
-    text = models_config_text(path, model_name, (serving_base / model_name).resolve(), labels)
+    text = models_config_text(path, model_name, (serving_base / model_name).resolve(), labels, also_serve)
     fsutil.write_text_atomic(path, text)
     return path

@@ -6,12 +6,16 @@
         assets.extra/tf_serving_warmup_requests    PredictionLog records replayed on load
         assets.extra/verification_requests.json    REST body whose answers are in the push record
     <serving_base>/.<model>.push-*                  staging temps (hidden, never a version)
-    <serving_base>/<model>.history/                 push-NNNNNN.json / rollback-NNNNNN.json records
+    <serving_base>/<model>.history/                 push-NNNNNN.json / rollback-NNNNNN.json records,
+                                                    canary-NNNNNN.json while a version waits for `stable`
     <serving_base>/<model>.lock                     serialises pushes and rollbacks
 
 TF Serving's file-system source only loads children of the model dir whose names parse as
 integers, and with the default `latest` policy it serves the highest one. The evaluation gate
 uses the same rule to pick its baseline, so "baseline" always means "what users get now".
+With version labels (components/push/labels.py) a new version is a canary until `stable` moves
+to it; while its canary record exists, users of `stable` get the older version, so the served
+version is the highest one that is not a canary.
 """
 from __future__ import annotations
 
@@ -39,9 +43,21 @@ def list_versions(model_base: Path) -> list[int]:
 
 
 def served_version(model_base: Path) -> int | None:
-    """The version TF Serving serves under the `latest` policy: the highest integer."""
-    versions = list_versions(model_base)
+    """The version users get: the highest integer (TF Serving's `latest` policy) that is not a
+    canary still waiting for the `stable` label."""
+    canaries = canary_versions(model_base)
+    versions = [v for v in list_versions(model_base) if v not in canaries]
     return versions[-1] if versions else None
+
+
+def canary_path(model_base: Path, version: int) -> Path:
+    return history_dir(model_base.parent, model_base.name) / f"canary-{version:06d}.json"
+
+
+def canary_versions(model_base: Path) -> set[int]:
+    """Versions published under the `canary` label whose `stable` move has not happened yet."""
+    folder = history_dir(model_base.parent, model_base.name)
+    return {int(p.stem.split("-")[1]) for p in folder.glob("canary-*.json")} if folder.is_dir() else set()
 
 
 def version_dir(model_base: Path, version: int) -> Path:

@@ -155,3 +155,55 @@ def test_push_then_rollback_move_stable_through_canary_via_finish(tmp_path, fast
     assert labelled == [{"stable": 1}, {"stable": 1, "canary": 2}, {"stable": 2}, {"stable": 2, "canary": 3},
                         {"stable": 3}]
     assert standin.refused == 0 and standin.labels == {"stable": 3} == parse(tmp_path)["labels"]
+
+
+
+def _timed_out_canary(runs):
+    """Version 1 served as stable, then a push whose version 2 never loads: (config, paths, standin)."""
+    from components.evaluate import run as evaluate
+    from components.push import run as push
+    from tests.components.evaluate.fixtures import CLEAN_DAY, FIRST_DAY
+
+    config, paths = runs.make(CLEAN_DAY)
+    runs.serve_by_hand(config, 1, "bad", data_date=FIRST_DAY)
+    standin = ServingStandIn(config.data.serving_base, load_polls=None).serving_stable(1)
+    config = config.with_overrides({"push.serving_url": standin.url, "push.label_wait_s": 0.3})
+    assert evaluate(config, paths).blessed
+    with pytest.raises(labels.LabelTimeout, match="version 2 is not AVAILABLE"):
+        push(config, paths)
+    return config, paths, standin
+
+
+def test_a_canary_that_never_loads_is_not_served_and_a_retried_push_moves_stable_to_it(runs, fast_polls):
+    """After a LabelTimeout users of `stable` still get the old version, so the gate's baseline and
+    the push's served version stay on it; rerunning the push labels the waiting canary, no new version."""
+    from components.push import run as push
+
+    config, paths, standin = _timed_out_canary(runs)
+    model_base = paths.model_base
+    try:
+        assert serving.list_versions(model_base) == [1, 2] and serving.canary_versions(model_base) == {2}
+        assert serving.served_version(model_base) == 1
+        assert parse(config.data.serving_base)["labels"] == {"stable": 1, "canary": 2}
+        standin.load_polls = 1                                     # the server loads it now
+        again = push(config, paths)
+    finally:
+        standin.close()
+    assert again.pushed and again.version == 2 and "already served" in again.reason
+    assert serving.list_versions(model_base) == [1, 2] and not serving.canary_versions(model_base)
+    assert serving.served_version(model_base) == 2 == again.served_version
+    assert parse(config.data.serving_base)["labels"] == {"stable": 2}
+
+
+def test_a_rollback_gives_up_on_a_canary_that_never_loaded(runs, fast_polls):
+    from components.push.rollback import rollback
+
+    config, paths, standin = _timed_out_canary(runs)
+    try:
+        standin.load_polls = 1
+        result = rollback(config, "version 2 never loads")
+    finally:
+        standin.close()
+    assert result.version == 3 and serving.read_push_record(paths.model_base / "3")["restored_from"] == 1
+    assert serving.served_version(paths.model_base) == 3
+    assert parse(config.data.serving_base)["labels"] == {"stable": 3}
