@@ -9,6 +9,7 @@ Other weights are copied when name and shape agree (same architecture and sizes)
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from pipeline.contracts import features as F
 
 log = logging.getLogger(__name__)
 
-# Embedding table -> the tf.Transform vocabulary file that numbers its rows (row = index + 1).
-# DIN's content memory is indexed by item id too; the user tables are hashed (fixed rows).
-VOCAB_OF_TABLE = {"item_embedding": F.ITEM_VOCAB, "content_memory": F.ITEM_VOCAB, "title_embedding": F.TITLE_VOCAB}
+# Variable -> the tf.Transform vocabulary file that numbers its rows (row = index + 1). DIN's
+# content memory table is indexed by item id too, its projection (image dimension x code) is not;
+# the user tables are hashed (fixed rows).
+VOCAB_OF_TABLE = {"item_embedding/embeddings": F.ITEM_VOCAB, "content_memory/table": F.ITEM_VOCAB,
+                  "title_embedding/embeddings": F.TITLE_VOCAB}
 
 
 def read_vocabulary(path: Path) -> list[str]:
@@ -46,7 +49,8 @@ def remap_rows(old: np.ndarray, new: np.ndarray, old_vocab: list[str], new_vocab
 
 
 def _table(name: str) -> str:
-    return name.split("/")[0]
+    """"item_embedding/embeddings:0" -> "item_embedding/embeddings"."""
+    return name.split(":")[0]
 
 
 def initial_weights(model, served_dir: Path, transform_dir: Path, oov_buckets: int) -> dict[str, np.ndarray]:
@@ -86,3 +90,10 @@ def warm_start(model, served_dir: Path | None, transform_dir: Path, oov_buckets:
             var.assign(values[var.name])
     log.info("warm start from %s: %d of %d variables", served_dir, len(values), len(model.variables))
     return len(values)
+
+
+def refitted_days(served_record: dict | None, train_dates: list[dt.date]) -> list[dt.date]:
+    """The window's days the served model was trained on: every day before its run's data date
+    (its window ends the day before). A warm start should train on the days after them only."""
+    fitted_before = (served_record or {}).get("data_date")
+    return [d for d in train_dates if fitted_before and d.isoformat() < fitted_before]

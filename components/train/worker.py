@@ -191,10 +191,15 @@ def _warm_start(model, config: Config, paths: RunPaths) -> int:
     wins: BackupAndRestore restores over these values when fit() starts."""
     if config.train.warm_start != "served":
         return 0
-    from components.train.warm_start import warm_start
+    from components.train.warm_start import refitted_days, warm_start
 
     served = serving.served_version(paths.model_base)
     served_dir = serving.version_dir(paths.model_base, served) if served is not None else None
+    refitted = refitted_days(serving.read_push_record(served_dir) if served_dir else None, paths.train_dates)
+    if refitted:
+        log.warning("warm start from version %s, which already fitted %s of this window: re-fitting them "
+                    "overfits, and the validation split drawn from them overrates it; train only the days "
+                    "since (window.train_days)", served, ", ".join(d.isoformat() for d in refitted))
     return warm_start(model, served_dir, paths.transform_dir, config.model.oov_buckets)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.train.model import VocabSizes, build_model
-from components.train.warm_start import initial_weights, remap_rows, warm_start
+from components.train.warm_start import initial_weights, refitted_days, remap_rows, warm_start
 from pipeline.contracts import features as F
 from tests.components.train.test_din import DIN
 
@@ -40,6 +40,8 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     served = build_model(cfg, VocabSizes(title=4, items=len(items_old) + 2, users=cfg.user_buckets + 1))
     memory = served.get_layer("content_memory").table       # zeros until fitted: give rows values
     memory.assign(np.random.default_rng(0).normal(size=memory.shape).astype(np.float32))
+    projection = served.get_layer("content_memory").projection     # unlike a fresh model's seeded one
+    projection.assign(np.random.default_rng(1).normal(size=projection.shape).astype(np.float32))
     _save(served, tmp_path / "served", items_old, ["red", "shoe"])
     transform = tmp_path / "transform" / "transform_fn" / "assets"
     transform.mkdir(parents=True)
@@ -52,6 +54,8 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     np.testing.assert_array_equal(new[3], old[1])                 # item 101 from row 1 to row 3
     memory_old, memory_new = memory.numpy(), fresh.get_layer("content_memory").table
     np.testing.assert_array_equal(memory_new[1], memory_old[3])   # its content memory row moved with it
+    # Its projection is indexed by image dimension, not by item: copied as it is.
+    np.testing.assert_array_equal(fresh.get_layer("content_memory").projection, projection.numpy())
     title_old, title_new = served.get_layer("title_embedding").embeddings.numpy(), fresh.get_layer("title_embedding")
     np.testing.assert_array_equal(title_new.embeddings[1], title_old[2])      # "shoe"
     np.testing.assert_array_equal(fresh.get_layer("hidden").kernel, served.get_layer("hidden").kernel)
@@ -66,3 +70,13 @@ def test_vocabulary_lines_split_on_newlines_only(tmp_path):
 
     (tmp_path / "v").write_text("red\nsho\u2028e\nhat\n")
     assert read_vocabulary(tmp_path / "v") == ["red", "sho\u2028e", "hat"]
+
+
+def test_a_window_overlapping_what_the_served_model_fitted_is_named():
+    import datetime as dt
+
+    window = [dt.date(2026, 11, 3), dt.date(2026, 11, 4), dt.date(2026, 11, 5)]
+    served = {"data_date": "2026-11-05"}              # its window ended on 11-04
+    assert refitted_days(served, window) == window[:2]
+    assert refitted_days(served, window[2:]) == []    # the newest day only: nothing re-fitted
+    assert refitted_days(None, window) == [] == refitted_days({"source": "hand"}, window)
