@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import write_result
+from pipeline.cli import parse_sets
 from pipeline.config import PROJECT_ROOT, load_config
 from pipeline.contracts import features as F
 from pipeline.contracts.signature import SERVING_DEFAULT
@@ -156,18 +157,21 @@ def tflite_figures(model_dir: Path, example: dict, model_cfg) -> dict:
     return figures
 
 
-def reference_config(work: Path, architecture: str = "din"):
+def reference_config(work: Path, architecture: str = "din", extra: tuple[str, ...] = ()):
+    """`extra`: KEY=VALUE overrides (`--set`), e.g. model.user_memory_weight=0 to time a variant."""
     return load_config(env={}, overrides={
         "data.raw_root": str(work / "raw"), "data.artifact_root": str(work / "artifacts"),
         "data.staging_root": str(work / "ssd"), "data.serving_base": str(work / "serving"),
-        "preprocess.direct_num_workers": 1, "model.architecture": architecture})
+        "preprocess.direct_num_workers": 1, "model.architecture": architecture,
+        **parse_sets(list(extra))})
 
 
-def build_in_child(work: Path, architecture: str) -> tuple[Path, Path]:
+def build_in_child(work: Path, architecture: str, extra: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """Build the reference-size exports in a child process: a process that ran a Beam pipeline
     keeps its threads (and crashes at exit, see tests/conftest.py), which skews tail latency."""
     subprocess.run([sys.executable, "-m", "bench.serving", "--build-reference", str(work),
-                    "--architecture", architecture], check=True, cwd=PROJECT_ROOT)
+                    "--architecture", architecture, *(f"--set={item}" for item in extra)],
+                   check=True, cwd=PROJECT_ROOT)
     return work / "model", work / "model_plain"
 
 
@@ -177,11 +181,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--build-reference", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--architecture", default="din", choices=("din", "reference"))
     parser.add_argument("--served", action="store_true", help="the version served under the config's serving base")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override of the built model (result: serving_variant.json)")
     args = parser.parse_args(argv or [])
     if args.build_reference:         # the child: never the interpreter's own exit after Beam
         status = 0
         try:
-            build_reference_model(args.build_reference, reference_config(args.build_reference, args.architecture))
+            build_reference_model(args.build_reference, reference_config(args.build_reference, args.architecture,
+                                                                     tuple(args.set)))
         except Exception:  # noqa: BLE001 - reported here, then the child exits 1
             log.exception("building the reference model failed")
             status = 1
@@ -195,16 +202,17 @@ def main(argv: list[str] | None = None) -> dict:
                 raise SystemExit(f"no served version under {config.data.serving_base}")
             source = "served version"
         if model_dir is None:
-            config = reference_config(Path(tmp), args.architecture)
-            (model_dir, plain_dir) = build_in_child(Path(tmp), args.architecture)
-            source = f"{args.architecture} architecture at reference sizes, untrained"
+            config = reference_config(Path(tmp), args.architecture, tuple(args.set))
+            (model_dir, plain_dir) = build_in_child(Path(tmp), args.architecture, tuple(args.set))
+            source = f"{args.architecture} architecture at reference sizes, untrained {' '.join(args.set)}".strip()
         log.info("benchmarking %s (%s)", model_dir, source)
         figures = {"model": source, **measure(model_dir, example_request(), config.model, plain_dir)}
     figures["load_avg_1m"] = os.getloadavg()[0]        # other processes on the cores skew p99
     figures["p50_over_edge_reference"] = figures["p50_ms"] / REFERENCE_EDGE_MS
     figures.update(reference_edge_ms=REFERENCE_EDGE_MS, goal_p50_ms=GOAL_P50_MS, goal_p99_ms=GOAL_P99_MS,
                    meets_goal=figures["p50_ms"] < GOAL_P50_MS and figures["p99_ms"] < GOAL_P99_MS)
-    write_result("serving" if args.architecture == "din" else f"serving_{args.architecture}", figures)
+    name = "serving" if args.architecture == "din" else f"serving_{args.architecture}"
+    write_result("serving_variant" if args.set else name, figures)
     return figures
 
 
