@@ -108,6 +108,13 @@ def _deadline() -> DeadlineAlert | None:
                          callback=AsyncCallback("pipeline.alerts.serve_deadline_missed", kwargs={"minutes": minutes}))
 
 
+def _announce_served(spec: dict, evaluation: dict, pushed: dict) -> None:
+    """A push that published a version becomes the served-model asset event."""
+    extra = assets.served_model_extra(spec["run_date"], evaluation, pushed)
+    if extra:
+        get_current_context()["outlet_events"][assets.SERVED_MODEL_ALIAS].add(assets.served_model(CONFIG), extra=extra)
+
+
 def _no_retry_if_permanent(step):
     """Run a task body; a failure no retry can change fails the task at once (no retry delay)."""
     def body(*args):
@@ -185,13 +192,21 @@ def recommender_nightly():
     def push(spec: dict, evaluation: dict) -> dict:
         """Atomic publish of a new version into TF Serving's model directory; announces it as
         the served-model asset event."""
-        ctx = get_current_context()
-        approval = ctx["ti"].xcom_pull(task_ids="approve_forced_push")
+        approval = get_current_context()["ti"].xcom_pull(task_ids="approve_forced_push")
         result = _no_retry_if_permanent(orch.run_push)(orch.with_approval(_spec(spec), approval))
-        extra = assets.served_model_extra(spec["run_date"], evaluation, result)
-        if extra:
-            ctx["outlet_events"][assets.SERVED_MODEL_ALIAS].add(assets.served_model(CONFIG), extra=extra)
+        _announce_served(spec, evaluation, result)
         return result
+
+    @task(retries=0, execution_timeout=dt.timedelta(minutes=2))
+    def push_overrides(spec: dict) -> dict:
+        """The push pod's config overrides: the run's, and a forced push's reason naming who approved it."""
+        approval = get_current_context()["ti"].xcom_pull(task_ids="approve_forced_push")
+        return orch.with_approval(_spec(spec), approval).config_overrides()
+
+    @task(retries=0, execution_timeout=dt.timedelta(minutes=2), outlets=[assets.SERVED_MODEL_ALIAS])
+    def announce(spec: dict, evaluation: dict, pushed: dict) -> None:
+        """The push pod's result as the served-model asset event (a pod cannot emit one)."""
+        _announce_served(spec, evaluation, pushed)
 
     @task(trigger_rule="none_failed", retries=0)
     def summary(spec: dict, preprocessed: dict, trained: dict, evaluation: dict) -> dict:
@@ -222,20 +237,31 @@ def recommender_nightly():
                                                   "onto its node's SSD (init container), then trains.")
         preprocess_op >> train_op
         trained = train_op.output
+        evaluate_op = k8s_operators.evaluate_pod(CONFIG, execution_timeout=dt.timedelta(hours=1),
+                                                 inlets=[assets.served_model(CONFIG)],
+                                                 doc_md="Candidate vs the served version (serving volume read-only).")
+        train_op >> evaluate_op
+        evaluation = evaluate_op.output
     else:
         preprocessed = preprocess(spec, validated)
         staged = stage(spec, preprocessed)
         trained = train(spec, staged)
-    evaluation = evaluate(spec, trained)
+        evaluation = evaluate(spec, trained)
     gated = gate(spec, evaluation)
     approved = ForcedPushApproval(
         task_id="approve_forced_push", spec_task_id="resolve_run", eval_task_id="evaluate", retries=0,
         enabled=CONFIG.push.force_needs_approval,
         response_timeout=dt.timedelta(seconds=CONFIG.push.approval_timeout_s),
         doc_md="Waits for Approve in Required Actions when a NOT_BLESSED model is forced.")
-    pushed = push(spec, evaluation)
-    gated >> approved >> pushed
-    pushed >> summary(spec, preprocessed, trained, evaluation)
+    if CONFIG.train.backend == "kubernetes":
+        push_op = k8s_operators.push_pod(CONFIG, "push_overrides", execution_timeout=dt.timedelta(minutes=30),
+                                         doc_md="Atomic publish into TF Serving's model base (serving volume).")
+        gated >> approved >> push_overrides(spec) >> push_op
+        last = announce(spec, evaluation, push_op.output)
+    else:
+        last = push(spec, evaluation)
+        gated >> approved >> last
+    last >> summary(spec, preprocessed, trained, evaluation)
 
 
 recommender_nightly()

@@ -30,6 +30,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--date", required=True, type=parse_date, help="run date D (the eval day), YYYY-MM-DD")
     parser.add_argument("--run-id", default="cli", help="run id (Airflow's run_id); keys the run's paths")
+    parser.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 whenever the step completes, whatever its verdict (NOT_BLESSED, a "
+                             "skipped push): a pod's caller reads the verdict from --result-json")
     return add_config_arguments(parser)
 
 

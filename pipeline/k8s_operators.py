@@ -1,6 +1,8 @@
 """Heavy steps as KubernetesPodOperator tasks, for `train.backend: kubernetes`.
 
-The pods run the same CLIs as local runs (`python -m components.<step>`) from the worker image,
+Every step that imports TensorFlow or Beam (preprocess, train, evaluate, push) is a pod: the
+Airflow image has the `[airflow]` extra only. The pods run the same CLIs as local runs
+(`python -m components.<step>`) from the worker image,
 with the run's data date and form overrides templated in from the `resolve_run` XCom, and hand
 their typed result back through the XCom sidecar (`--result-json /airflow/xcom/return.json`).
 The provider is imported only when this backend is selected: it costs seconds at parse time.
@@ -16,8 +18,8 @@ OVERRIDES = "{{ ti.xcom_pull(task_ids='resolve_run')['overrides'] | tojson }}"
 XCOM_RESULT = "/airflow/xcom/return.json"
 
 
-def step_arguments(extra: tuple[str, ...] | list[str] = ()) -> list[str]:
-    return ["--date", RUN_DATE, "--run-id", "{{ run_id }}", "--overrides-json", OVERRIDES,
+def step_arguments(extra: tuple[str, ...] | list[str] = (), overrides: str = OVERRIDES) -> list[str]:
+    return ["--date", RUN_DATE, "--run-id", "{{ run_id }}", "--overrides-json", overrides,
             "--result-json", XCOM_RESULT, *extra]
 
 
@@ -32,14 +34,17 @@ def step_env(config: Config) -> dict[str, str]:
     }
 
 
-def shared_volumes(config: Config, raw: bool = False) -> tuple[list, list]:
-    """(volumes, mounts): the artifact store (and, for preprocess, the raw data read-only) at the
-    paths the config names, so a pod sees every RunPaths path where a local run does."""
+def shared_volumes(config: Config, raw: bool = False, serving: str = "") -> tuple[list, list]:
+    """(volumes, mounts): the artifact store (and, for preprocess, the raw data read-only; with
+    `serving` "ro"/"rw", TF Serving's model base) at the paths the config names, so a pod sees
+    every RunPaths path where a local run does."""
     from kubernetes.client import models as k8s
 
     claims = [("artifacts", config.train.k8s_artifacts_pvc, config.data.artifact_root, False)]
     if raw:
         claims.append(("raw", config.train.k8s_raw_pvc, config.data.raw_root, True))
+    if serving:
+        claims.append(("serving", config.train.k8s_serving_pvc, config.data.serving_base, serving == "ro"))
     volumes = [k8s.V1Volume(name=name, persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
         claim_name=claim, read_only=read_only)) for name, claim, _, read_only in claims]
     mounts = [k8s.V1VolumeMount(name=name, mount_path=str(path), read_only=read_only)
@@ -47,10 +52,11 @@ def shared_volumes(config: Config, raw: bool = False) -> tuple[list, list]:
     return volumes, mounts
 
 
-def pod_step(task_id: str, module: str, config: Config, extra_args=(), raw: bool = False, **task_kwargs: Any):
+def pod_step(task_id: str, module: str, config: Config, extra_args=(), raw: bool = False, serving: str = "",
+             overrides: str = OVERRIDES, subcommand: tuple[str, ...] = (), **task_kwargs: Any):
     from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
-    volumes, mounts = shared_volumes(config, raw)
+    volumes, mounts = shared_volumes(config, raw, serving)
     return KubernetesPodOperator(
         volumes=volumes,
         volume_mounts=mounts,
@@ -59,7 +65,7 @@ def pod_step(task_id: str, module: str, config: Config, extra_args=(), raw: bool
         namespace=config.train.namespace,
         image=config.train.image,
         cmds=["python", "-m", module],
-        arguments=step_arguments(extra_args),
+        arguments=[*subcommand, *step_arguments(extra_args, overrides)],
         env_vars=step_env(config),
         labels={"app": "reco-nightly", "step": task_id},
         do_xcom_push=True,
@@ -80,3 +86,18 @@ def train_pod(config: Config, **task_kwargs: Any):
     the service account whose Role allows exactly that; reads the chief's result from the store."""
     return pod_step("train", "components.train", config, ["--backend", "kubernetes"],
                     service_account_name=config.train.k8s_service_account, **task_kwargs)
+
+
+def evaluate_pod(config: Config, **task_kwargs: Any):
+    """The gate's evaluation against the served version (read-only serving volume); NOT_BLESSED
+    is a result, not a failure (`--exit-zero`): the gate task reads it from the XCom."""
+    return pod_step("evaluate", "components.evaluate", config, ["--exit-zero"], serving="ro", **task_kwargs)
+
+
+def push_pod(config: Config, overrides_task_id: str, **task_kwargs: Any):
+    """The atomic publish into TF Serving's model base. Its overrides come from
+    `overrides_task_id` (the run's, plus a forced push's approved reason); a skipped push is a
+    result (`--exit-zero`)."""
+    overrides = "{{ ti.xcom_pull(task_ids='" + overrides_task_id + "') | tojson }}"
+    return pod_step("push", "components.push", config, ["--exit-zero"], serving="rw", overrides=overrides,
+                    subcommand=("push",), **task_kwargs)

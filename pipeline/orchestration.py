@@ -57,9 +57,13 @@ class RunSpec(StepResult):
     force_push: bool = False
     force_reason: str | None = None
 
-    def load(self) -> tuple[Config, RunPaths]:
+    def config_overrides(self) -> dict[str, Any]:
+        """The form's overrides plus the forced push, as a step's config sees them."""
         force = {"push.force": True, "push.force_reason": self.force_reason} if self.force_push else {}
-        config = load_config(overrides={**self.overrides, **force})
+        return {**self.overrides, **force}
+
+    def load(self) -> tuple[Config, RunPaths]:
+        config = load_config(overrides=self.config_overrides())
         return config, RunPaths.for_run(config, self.run_date, self.run_id)
 
 

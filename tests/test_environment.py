@@ -43,7 +43,8 @@ def test_the_airflow_extra_installs_without_tensorflow_and_parses_the_dag(tmp_pa
     probe = subprocess.run([python, "-c", find, json.dumps(WORKER_ONLY_MODULES)], capture_output=True, text=True,
                            timeout=60)
     assert probe.stdout.strip() == "[]", probe.stdout + probe.stderr
-    for backend, tasks in (("local", 11), ("kubernetes", 10)):      # kubernetes: workers stage in pods
+    # kubernetes: no stage task (workers stage in pods), + push_overrides and announce around the push pod
+    for backend, tasks in (("local", 11), ("kubernetes", 12)):
         env = {"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path / f"home-{backend}"),
                "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "RECO__TRAIN__BACKEND": backend}
         done = subprocess.run([python, "-c", PARSE, str(PROJECT_ROOT / "dags"), json.dumps(WORKER_ONLY_MODULES)],

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = run(*load_run(args))
     emit_result(result, args)
-    return 0 if result.blessed else NOT_BLESSED_EXIT
+    return 0 if result.blessed or args.exit_zero else NOT_BLESSED_EXIT
 
 
 if __name__ == "__main__":

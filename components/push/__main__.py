@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result = rollback(load_args_config(args), args.reason, args.to_version)
     emit_result(result, args)
-    return 0 if result.pushed else SKIPPED_EXIT
+    return 0 if result.pushed or getattr(args, "exit_zero", False) else SKIPPED_EXIT
 
 
 if __name__ == "__main__":

@@ -196,7 +196,7 @@ def env_dict(env):
     return env if isinstance(env, dict) else {e.name: e.value for e in env}
 dag = DagBag(dag_folder=sys.argv[1]).dags["recommender_nightly"]
 out = {}
-for task_id in ("preprocess", "train"):
+for task_id in ("preprocess", "train", "evaluate", "push"):
     t = dag.get_task(task_id)
     out[task_id] = {"type": type(t).__name__, "image": t.image, "cmds": t.cmds, "arguments": t.arguments,
                     "namespace": t.namespace, "pool": t.pool, "env": env_dict(t.env_vars),
@@ -204,6 +204,7 @@ for task_id in ("preprocess", "train"):
                     "mounts": {m.mount_path: [m.name, bool(m.read_only)] for m in t.volume_mounts},
                     "claims": {v.name: v.persistent_volume_claim.claim_name for v in t.volumes}}
 out["tasks"] = sorted(dag.task_ids)
+out["announce_upstream"] = sorted(dag.get_task("announce").upstream_task_ids)
 print(json.dumps(out))
 """
     env = {**os.environ, **AIRFLOW_ENV, "RECO__TRAIN__BACKEND": "kubernetes", "RECO__TRAIN__IMAGE": "reco-worker:1.2",
@@ -228,6 +229,19 @@ print(json.dumps(out))
     assert pre["mounts"] == {artifacts: ["artifacts", False], pre["env"]["RECO__DATA__RAW_ROOT"]: ["raw", True]}
     assert pre["claims"] == {"artifacts": "reco-artifacts", "raw": "reco-raw"}
     assert pre["env"]["TF_USE_LEGACY_KERAS"] == "1" and "RECO__DATA__SERVING_BASE" in pre["env"]
+    # The TensorFlow steps after training are pods too (the Airflow image has no TensorFlow);
+    # their verdicts (NOT_BLESSED, a skipped push) are results, not pod failures.
+    evaluate, push = pods["evaluate"], pods["push"]
+    serving_base = pre["env"]["RECO__DATA__SERVING_BASE"]
+    assert evaluate["cmds"] == ["python", "-m", "components.evaluate"] and "--exit-zero" in evaluate["arguments"]
+    assert evaluate["upstream"] == ["train"]
+    assert evaluate["mounts"] == {artifacts: ["artifacts", False], serving_base: ["serving", True]}
+    assert push["cmds"] == ["python", "-m", "components.push"] and push["arguments"][0] == "push"
+    assert "--exit-zero" in push["arguments"] and push["upstream"] == ["push_overrides"]
+    assert "push_overrides" in push["arguments"][push["arguments"].index("--overrides-json") + 1]
+    assert push["mounts"] == {artifacts: ["artifacts", False], serving_base: ["serving", False]}
+    assert push["claims"] == {"artifacts": "reco-artifacts", "serving": "reco-serving"}
+    assert pods["announce_upstream"] == ["evaluate", "push", "resolve_run"]
 
 
 @pytest.mark.parametrize("error", [orch.ParamError("param 'x'"), None])

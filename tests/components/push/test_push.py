@@ -83,6 +83,23 @@ def test_shuffled_label_day_is_not_blessed_and_nothing_is_pushed(runs):
         run(config.with_overrides({"push.force": True}), paths)
 
 
+def test_the_cli_exits_3_on_a_skipped_push_and_0_with_exit_zero(runs, tmp_path):
+    import yaml
+
+    from components.push.__main__ import SKIPPED_EXIT, main
+
+    config, paths = runs.make(SHUFFLED_DAY)
+    runs.serve_by_hand(config, 1, "good", data_date=CLEAN_DAY)
+    evaluate(config, paths)                                           # NOT_BLESSED
+    config_file = tmp_path / "params.yaml"
+    config_file.write_text(yaml.safe_dump(config.to_dict()))
+    argv = ["push", "--date", SHUFFLED_DAY.isoformat(), "--run-id", paths.run_id, "--config", str(config_file)]
+    assert main(argv) == SKIPPED_EXIT
+    result_json = tmp_path / "return.json"                            # a pod's XCom sidecar file
+    assert main([*argv, "--exit-zero", "--result-json", str(result_json)]) == 0
+    assert json.loads(result_json.read_text())["pushed"] is False and _versions(config) == [1]
+
+
 def test_backfill_is_skipped_unless_allowed(runs):
     config, paths = runs.make(CLEAN_DAY)
     runs.serve_by_hand(config, 1, "bad", data_date=MALFORMED_DAY)       # served data is newer
