@@ -194,6 +194,7 @@ from airflow.dag_processing.dagbag import DagBag
 import sys
 def env_dict(env):
     return env if isinstance(env, dict) else {e.name: e.value for e in env}
+from kubernetes.client import ApiClient
 dag = DagBag(dag_folder=sys.argv[1]).dags["recommender_nightly"]
 out = {}
 for task_id in ("preprocess", "train", "evaluate", "push"):
@@ -202,7 +203,8 @@ for task_id in ("preprocess", "train", "evaluate", "push"):
                     "namespace": t.namespace, "pool": t.pool, "env": env_dict(t.env_vars),
                     "upstream": sorted(t.upstream_task_ids), "service_account": t.service_account_name,
                     "mounts": {m.mount_path: [m.name, bool(m.read_only)] for m in t.volume_mounts},
-                    "claims": {v.name: v.persistent_volume_claim.claim_name for v in t.volumes}}
+                    "claims": {v.name: v.persistent_volume_claim.claim_name for v in t.volumes},
+                    "pod": ApiClient().sanitize_for_serialization(t.build_pod_request_obj(dry_run=True))}
 out["tasks"] = sorted(dag.task_ids)
 out["announce_upstream"] = sorted(dag.get_task("announce").upstream_task_ids)
 print(json.dumps(out))
@@ -242,6 +244,16 @@ print(json.dumps(out))
     assert push["mounts"] == {artifacts: ["artifacts", False], serving_base: ["serving", False]}
     assert push["claims"] == {"artifacts": "reco-artifacts", "serving": "reco-serving"}
     assert pods["announce_upstream"] == ["evaluate", "push", "resolve_run"]
+    from tests.components.train.test_kubernetes import _api_schema_round_trip
+
+    for task_id in ("preprocess", "train", "evaluate", "push"):     # the V1Pod each would submit
+        pod = pods[task_id]["pod"]
+        assert pod["kind"] == "Pod" and _api_schema_round_trip(pod, "V1Pod") == pod, task_id
+        (container,) = (c for c in pod["spec"]["containers"] if c["name"] == "base")
+        assert container["command"] == pods[task_id]["cmds"] and container["volumeMounts"], task_id
+        # The result comes back through the XCom sidecar, which shares an "xcom" volume with it.
+        assert {v["name"] for v in pod["spec"]["volumes"]} == {*pods[task_id]["claims"], "xcom"}, task_id
+        assert "airflow-xcom-sidecar" in {c["name"] for c in pod["spec"]["containers"]}, task_id
 
 
 @pytest.mark.parametrize("error", [orch.ParamError("param 'x'"), None])
