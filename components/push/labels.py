@@ -62,13 +62,16 @@ def wait_available(url: str, model_name: str, version: int, timeout_s: float) ->
 
 def publish_labels(serving_base: Path, model_name: str, previous: int | None, new: int, url: str,
                    timeout_s: float) -> None:
-    """The two writes (one when nothing was served before, or when `new` is already stable).
-    The canary record written before write 1 is removed by publish.finish once `new` serves."""
+    """The two writes (one when nothing was served before, or when `new` is already stable),
+    starting from the version labelled stable now, else `previous`. The canary record written
+    before write 1 is removed by publish.finish once `new` serves."""
+    current = serving_files.version_labels(serving_base, model_name)
+    previous = current.get(STABLE, previous)
     if previous is not None and previous != new:
         fsutil.write_json_atomic(serving.canary_path(serving_base / model_name, new),
                                  {"version": new, STABLE: previous, "url": url})
         first = {STABLE: previous, CANARY: new}
-        if serving_files.version_labels(serving_base, model_name).get(CANARY, new) != new:
+        if current.get(CANARY, new) != new:
             first.pop(CANARY)       # names an older canary: it may only move to a loaded version
         serving_files.write_models_config(serving_base, model_name, first, also_serve=(new,))
         log.info("%s: labels %s; waiting for v%d to be AVAILABLE on %s", model_name, first, new, url)

@@ -122,14 +122,12 @@ def withdraw(vdir: Path, kind: str, record: dict) -> None:
 def finish(vdir: Path, kind: str, record: dict, push: PushConfig,
            previous: int | None = None) -> tuple[Path, list[int]]:
     """A verified version serves: models.config (labelled in two writes when push.serving_url is
-    set, see labels.py: from the version labelled stable now, else `previous`), its history
-    record, then retention."""
+    set, see labels.py), its history record, then retention."""
     from components.push import labels, serving_files
 
     base, name = vdir.parent.parent, vdir.parent.name
     if push.serving_url:
-        stable = serving_files.version_labels(base, name).get(labels.STABLE, previous)
-        labels.publish_labels(base, name, stable, int(vdir.name), push.serving_url, push.label_wait_s)
+        labels.publish_labels(base, name, previous, int(vdir.name), push.serving_url, push.label_wait_s)
     else:
         serving_files.write_models_config(base, name)
     serving.canary_path(vdir.parent, int(vdir.name)).unlink(missing_ok=True)   # it serves now

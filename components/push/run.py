@@ -53,13 +53,12 @@ def run(config: Config, paths: RunPaths) -> PushResult:
     with publish.push_lock(paths.serving_base, paths.model_name):
         publish.clean_stale(paths.serving_base, paths.model_name)
         served = serving.served_version(paths.model_base)
-        served_record = serving.read_push_record(serving.version_dir(paths.model_base, served)) \
-            if served is not None else None
-        for version in [served, *sorted(serving.canary_versions(paths.model_base))]:
-            record = serving.read_push_record(serving.version_dir(paths.model_base, version)) \
-                if version is not None else None
+        candidates = [v for v in [served, *sorted(serving.canary_versions(paths.model_base))] if v is not None]
+        records = {v: serving.read_push_record(serving.version_dir(paths.model_base, v)) for v in candidates}
+        for version, record in records.items():
             if record and record.get("model_digest") == digest:
                 return _already_served(config, paths, version, record)
+        served_record = records.get(served)
         served_date = served_record.get("data_date") if served_record else None
         if served_date and paths.ds < served_date and not allow_backfill:
             return _skip(paths, f"backfill: run data date {paths.ds} is older than served version "
