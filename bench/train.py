@@ -15,7 +15,9 @@ Efficiency on this machine: the core count is fixed (2). One worker gets both co
 threads), two workers get one core each (pinned). Per-replica batch is fixed (weak scaling), so
 in the same number of steps N workers process N times the examples: with T = wall time of the
 steps, efficiency = T1 * N / TN = (examples/s with N workers) / (examples/s with 1 worker).
-Both gang figures include the epoch-end work (validation, backups) a run pays.
+Both gang figures include the epoch-end work (validation, backups) a run pays; backups are
+paced (train.backup_interval_s, default), so a 2-epoch gang backs up once, after its last step,
+and `backup_s_*` reports what that save took.
 
 Repeats (`--repeats`, default 3): each round measures the bound, then a 1- and a 2-worker gang,
 so the figures of a round share the machine's load of its minutes; the efficiency and the
@@ -118,7 +120,7 @@ def train_throughput(root: Path, data_dir: Path, workers: int, threads: int, pin
     result = train.run(config, paths, data_dir=data_dir)
     return {"examples_per_s": result.examples_per_s,
             "steady_examples_per_s": result.metrics["steady_examples_per_s"],
-            "epoch_end_s": result.metrics["epoch_end_seconds"]}
+            "epoch_end_s": result.metrics["epoch_end_seconds"], "backup_s": result.metrics["backup_seconds"]}
 
 
 def step_bounds(files, model_cfg, batch: int) -> tuple[float, float]:
@@ -206,6 +208,7 @@ def architecture_figures(root: Path, data: Path, files, model_cfg, batch: int, g
         "steady_examples_per_s_2_workers": two["steady_examples_per_s"],
         "epoch_end_s_1_worker": one["epoch_end_s"],
         "epoch_end_s_2_workers": two["epoch_end_s"],
+        "backup_s_2_workers": two["backup_s"],
         "gang_to_fwdbwd_ratio": statistics.median(to_bound),
         "gang_to_fwdbwd_ratio_min": min(to_bound),
         "mwms_efficiency": statistics.median(ratios),

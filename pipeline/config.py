@@ -129,6 +129,7 @@ class TrainConfig:
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
     early_stopping_patience: int = 1     # epochs without a better val AUC before stopping
+    backup_interval_s: float = 300.0     # back up at an epoch end this long after the last (0: every epoch)
     profile_steps: tuple[int, ...] = ()  # (first, last): TF profile of those steps, train/profile/worker-i
     xla_optimizer: bool = False          # XLA-compiled optimizer update (slower with lazy_adam: docs/benchmarks.md)
 

@@ -21,6 +21,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.warm_start": (lambda v: v in ("none", "served"), "'none' or 'served'"),
     "train.validation_shards": (lambda v: v >= 0, "an int >= 0"),
     "train.early_stopping_patience": (lambda v: v >= 0, "an int >= 0"),
+    "train.backup_interval_s": (lambda v: v >= 0, "a float >= 0 (seconds; 0 = every epoch)"),
     "model.architecture": (lambda v: v in ("din", "reference"), "'din' or 'reference'"),
     "model.user_buckets": (lambda v: v >= 0, "an int >= 0"),
     "model.dropout": (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),

@@ -32,6 +32,7 @@ TINY = {
     "train.batch_size_per_replica": 64,
     "train.learning_rate": 0.005,
     "train.startup_timeout_s": 90.0,
+    "train.backup_interval_s": 0.0,      # epochs of a second: the resume tests need every one backed up
     "eval.min_auc": 0.55,
     "eval.bootstrap_samples": 50,
     "eval.min_slice_size": 50,

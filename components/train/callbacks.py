@@ -1,7 +1,7 @@
-"""Small Keras callbacks: steady-state throughput and an epoch progress file.
+"""Small Keras callbacks: paced backups, steady-state throughput and an epoch progress file.
 
-Both are cheap (a clock read per batch, one small JSON per epoch) and MWMS-safe: every
-worker runs them, only the chief writes a file.
+All are MWMS-safe: every worker runs them, only the chief writes a file (the backup's
+collectives are joined by every worker, see PacedBackup).
 """
 from __future__ import annotations
 
@@ -15,6 +15,56 @@ import tf_keras as keras
 from pipeline.fsutil import write_json_atomic
 
 log = logging.getLogger(__name__)
+
+
+class PacedBackup(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore at an epoch end only when `interval_s` has passed since the last backup
+    (or the start of fit), and at the end of training if the last epoch is not backed up yet.
+
+    Why: a backup is the whole training state (tables and both Adam slots) written by every
+    worker, seconds per save at reference sizes; after every short epoch it costs a large share
+    of the run, while what it saves on a crash is at most `interval_s` of training plus an epoch.
+    A save is a collective (synced metric variables), so the decision must be the gang's, not
+    each worker's clock: every worker votes and one all-reduce decides (any yes is a yes). `interval_s=0`:
+    every epoch, as Keras does. The epoch recorded is the one begun last, so a resume starts
+    after the last backed-up epoch either way.
+    """
+
+    def __init__(self, backup_dir: str, interval_s: float, **kwargs):
+        super().__init__(backup_dir, **kwargs)
+        self.interval_s = interval_s
+        self.backed_up_epochs = 0      # epochs done (counted from 0, not from a resume) at the last backup
+        self.seconds = 0.0             # time spent in backups (this fit)
+        self._epochs_done = 0
+        self._last = 0.0
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._last = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._epochs_done = epoch + 1
+        if self._gang_votes(time.monotonic() - self._last >= self.interval_s):
+            self._save()
+
+    def on_train_end(self, logs=None):
+        if self._epochs_done > self.backed_up_epochs:     # also after early stopping
+            self._save()
+        super().on_train_end(logs)
+
+    def _save(self) -> None:
+        start = time.monotonic()
+        self._backup(epoch=self._epochs_done - 1)
+        self._last = time.monotonic()
+        self.seconds += self._last - start
+        self.backed_up_epochs = self._epochs_done
+
+    def _gang_votes(self, due: bool) -> bool:
+        import tensorflow as tf
+
+        strategy = self.model.distribute_strategy
+        votes = strategy.run(lambda: tf.constant(float(due)))
+        return bool(strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None).numpy() > 0)
 
 
 class ThroughputMeter(keras.callbacks.Callback):
@@ -130,14 +180,15 @@ class StepProfiler(keras.callbacks.Callback):
 class EpochProgress(keras.callbacks.Callback):
     """Records the epoch training (re)started from, and writes progress.json on the chief.
 
-    Listed after BackupAndRestore, so when progress.json says epoch k is done, the backup
-    for epoch k has been written: an operator (or a test) can trust it as the resume point.
+    Listed after PacedBackup, so `backed_up_epochs` in progress.json is the resume point an
+    operator (or a test) can trust: a retry of the run starts after that many epochs.
     """
 
-    def __init__(self, path: Path | None, total_epochs: int):
+    def __init__(self, path: Path | None, total_epochs: int, backup: PacedBackup | None = None):
         super().__init__()
         self.path = path
         self.total_epochs = total_epochs
+        self.backup = backup
         self.initial_epoch: int | None = None
         self.completed = 0
 
@@ -152,8 +203,9 @@ class EpochProgress(keras.callbacks.Callback):
         log.info("epoch %d/%d done: %s", epoch + 1, self.total_epochs,
                  {k: round(float(v), 4) for k, v in (logs or {}).items()})
         if self.path is not None:
+            backed_up = max(self.backup.backed_up_epochs, self.initial_epoch or 0) if self.backup else None
             write_json_atomic(self.path, {"epochs_done": epoch + 1, "epochs": self.total_epochs,
-                                          "initial_epoch": self.initial_epoch,
+                                          "backed_up_epochs": backed_up, "initial_epoch": self.initial_epoch,
                                           "metrics": {k: float(v) for k, v in (logs or {}).items()},
                                           "time": time.time()})
 

@@ -23,7 +23,14 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train import chief, export
-from components.train.callbacks import EpochProgress, ScalarSummaries, StepBeat, StepProfiler, ThroughputMeter
+from components.train.callbacks import (
+    EpochProgress,
+    PacedBackup,
+    ScalarSummaries,
+    StepBeat,
+    StepProfiler,
+    ThroughputMeter,
+)
 from components.train.heartbeat import FINISH, HeartbeatWriter
 from components.train.input import Split, make_dataset, read_split, worker_files
 from components.train.model import build_model, compile_model, global_batch_size, scaled_learning_rate
@@ -147,15 +154,13 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
     try:
         meter = ThroughputMeter(global_batch)
         summaries = ScalarSummaries(paths.tensorboard_dir if task.is_chief else scratch / "tb")
+        # Every worker saves (a save is a collective), non-chiefs into a temp dir that
+        # BackupAndRestore deletes. delete_checkpoint=False: the backup outlives fit()
+        # until the model is published, so a kill during export does not retrain.
+        backup = PacedBackup(str(paths.backup_dir), config.train.backup_interval_s, delete_checkpoint=False)
         progress = EpochProgress(paths.train_dir / PROGRESS_FILE if task.is_chief else None,
-                                 config.train.epochs)
-        callbacks = [
-            # Every worker saves (a save is a collective), non-chiefs into a temp dir that
-            # BackupAndRestore deletes. delete_checkpoint=False: the backup outlives fit()
-            # until the model is published, so a kill during export does not retrain.
-            keras.callbacks.BackupAndRestore(str(paths.backup_dir), delete_checkpoint=False),
-            progress, meter, summaries,
-        ]
+                                 config.train.epochs, backup)
+        callbacks = [backup, progress, meter, summaries]
         if beat:
             callbacks.append(StepBeat(beat))
         if config.train.profile_steps:
@@ -180,7 +185,8 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     initial = progress.initial_epoch if progress.initial_epoch is not None else config.train.epochs
-    timing = {"steady_examples_per_s": meter.steady_examples_per_s, "epoch_end_seconds": meter.epoch_end_seconds}
+    timing = {"steady_examples_per_s": meter.steady_examples_per_s, "epoch_end_seconds": meter.epoch_end_seconds,
+              "backup_seconds": backup.seconds}
     return {"train_metrics": {**_fit_metrics(history.history), **timing},
             "initial_epoch": initial, "examples_per_s": meter.examples_per_s,
             "train_seconds": time.time() - started}, summaries

@@ -111,7 +111,7 @@ def test_run_waits_for_its_data_then_serves_and_announces_the_model(live):
 
 def _kill_a_worker_after_epoch_one(config, airflow) -> bool:
     progress = list((config.data.artifact_root / "runs" / FORCED_DAY.isoformat()).glob("*/train/progress.json"))
-    if not progress or json.loads(progress[0].read_text())["epochs_done"] < 1:
+    if not progress or json.loads(progress[0].read_text())["backed_up_epochs"] < 1:
         return False
     victims = worker_processes(index=1, root=airflow.proc.pid)    # the train task's gang, below the script
     if victims:

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import tf_keras as keras
 
-from components.train.callbacks import StepProfiler, ThroughputMeter
+from components.train.callbacks import PacedBackup, StepProfiler, ThroughputMeter
 
 EPOCH_END_SLEEP = 0.3
 
@@ -29,3 +29,60 @@ def test_meter_separates_epoch_end_work_and_profiler_writes_a_trace(tmp_path):
     # The median step excludes the epoch end; the overall rate pays it.
     assert meter.steady_examples_per_s > meter.examples_per_s > 0
     assert not profiler.running and list((tmp_path / "profile").rglob("*.xplane.pb"))
+
+
+def _saved_epochs(backup_dir) -> list[int]:
+    import tensorflow as tf
+
+    path = tf.train.latest_checkpoint(str(backup_dir / "chief"))
+    if path is None:
+        return []
+    reader = tf.train.load_checkpoint(path)
+    key = next(k for k in reader.get_variable_to_shape_map() if "ckpt_saved_epoch" in k)
+    return [int(reader.get_tensor(key))]
+
+
+class Recorder(keras.callbacks.Callback):
+    """After each epoch end: which epoch the backup on disk holds."""
+
+    def __init__(self, backup_dir):
+        super().__init__()
+        self.backup_dir, self.seen = backup_dir, []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seen.append(_saved_epochs(self.backup_dir))
+
+
+def _fit_with_backup(tmp_path, interval_s: float, epochs: int = 3, stop_after: int | None = None):
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(3,))])
+    model.compile(optimizer="adam", loss="mse")
+    x, y = np.ones((32, 3), np.float32), np.zeros((32, 1), np.float32)
+    backup = PacedBackup(str(tmp_path / "backup"), interval_s, delete_checkpoint=False)
+    recorder = Recorder(tmp_path / "backup")
+    extra = [keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: setattr(model, "stop_training", True))
+             ] if stop_after else []
+    history = model.fit(x, y, batch_size=8, epochs=epochs, verbose=0, callbacks=[backup, recorder, *extra])
+    return backup, recorder.seen, len(history.epoch)
+
+
+def test_paced_backup_saves_every_epoch_at_interval_zero(tmp_path):
+    backup, seen, _ = _fit_with_backup(tmp_path, interval_s=0)
+    assert seen == [[0], [1], [2]] and backup.backed_up_epochs == 3 and backup.seconds > 0
+
+
+def test_paced_backup_skips_epoch_ends_within_the_interval_but_keeps_the_last_epoch(tmp_path):
+    backup, seen, _ = _fit_with_backup(tmp_path, interval_s=3600)
+    assert seen == [[], [], []]                       # no epoch end was due...
+    assert _saved_epochs(tmp_path / "backup") == [2]  # ...the end of training saved the last epoch
+    assert backup.backed_up_epochs == 3
+
+
+def test_paced_backup_after_early_stopping_keeps_the_stopping_epoch(tmp_path):
+    _, _, ran = _fit_with_backup(tmp_path, interval_s=3600, epochs=5, stop_after=1)
+    assert ran == 1 and _saved_epochs(tmp_path / "backup") == [0]
+
+
+def test_a_resumed_fit_starts_after_the_last_backed_up_epoch(tmp_path):
+    _fit_with_backup(tmp_path, interval_s=3600, epochs=2)
+    backup, seen, ran = _fit_with_backup(tmp_path, interval_s=0, epochs=4)
+    assert ran == 2 and seen == [[2], [3]]            # epochs 2 and 3 only: 0-1 came from the backup

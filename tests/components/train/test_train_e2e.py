@@ -29,14 +29,14 @@ pytestmark = pytest.mark.slow
 
 
 def _kill_worker_after_first_epoch(paths, facts: dict) -> None:
-    """Watcher thread: once epoch 1 is backed up, SIGKILL worker 1 (a real kill, mid-training)."""
+    """Watcher thread: once progress.json says epoch 1 is backed up, SIGKILL worker 1 (a real kill, mid-training)."""
     progress = paths.train_dir / "progress.json"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if progress.exists() and json.loads(progress.read_text())["epochs_done"] >= 1:
+        if progress.exists() and json.loads(progress.read_text())["backed_up_epochs"] >= 1:
             facts["pids"] = [p.pid for p in worker_processes()]
             victim = worker_processes(index=1)[0]
-            facts["epochs_done_at_kill"] = json.loads(progress.read_text())["epochs_done"]
+            facts["backed_up_at_kill"] = json.loads(progress.read_text())["backed_up_epochs"]
             os.kill(victim.pid, signal.SIGKILL)
             facts["killed_at"] = time.monotonic()
             return
@@ -82,7 +82,7 @@ def test_killed_worker_fails_the_gang_fast_and_is_named(scenario):
 def test_relaunch_resumes_from_the_backup(scenario, train_config):
     paths, _, facts = scenario
     result = facts["result"]
-    assert facts["saved_epoch"] + 1 >= facts["epochs_done_at_kill"] >= 1
+    assert facts["saved_epoch"] + 1 >= facts["backed_up_at_kill"] >= 1
     assert result.initial_epoch == facts["saved_epoch"] + 1       # resumed, not restarted
     assert 1 <= result.initial_epoch < train_config.train.epochs
     card = json.loads((paths.train_dir / "model_card.json").read_text())
