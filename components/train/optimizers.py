@@ -14,7 +14,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train.embedding import gather_rows
-from components.train.sparse_gather import all_gather_sparse, can_pack
+from components.train.sparse_gather import all_gather_sparse, can_pack, count_slots
 
 
 @keras.saving.register_keras_serializable(package="reco_nightly")
@@ -35,7 +35,8 @@ class LazyAdam(keras.optimizers.Adam):
 
     def aggregate_gradients(self, grads_and_vars):
         """Sum each sparse gradient's duplicate rows *before* the cross-worker exchange, and send
-        all sparse gradients together (sparse_gather.py); dense ones go the parent's way.
+        all sparse gradients together (sparse_gather.py); the dense ones are summed as the
+        parent sums them, in one all-reduce that also carries the sparse row counts.
 
         The parent all-gathers every (row, value) pair a batch produced and deduplicates after:
         a 50-long history repeats an item's row many times per batch, and under MWMS each copy
@@ -50,11 +51,16 @@ class LazyAdam(keras.optimizers.Adam):
         sparse = [k for k, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
         if not sparse or not can_pack([grads[k] for k in sparse]):
             return super().aggregate_gradients(list(zip(grads, variables)))
-        dense = [k for k in range(len(grads)) if k not in sparse]
-        reduced = dict(zip(dense, super().aggregate_gradients([(grads[k], variables[k]) for k in dense])))
-        reduced.update(zip(sparse, zip(all_gather_sparse(ctx, [grads[k] for k in sparse]),
-                                       [variables[k] for k in sparse])))
-        return [reduced[k] for k in range(len(grads))]
+        dense = [k for k in range(len(grads)) if k not in sparse and grads[k] is not None]
+        sparse_grads = [grads[k] for k in sparse]
+        # The parent's dense all-reduce (a sum), with the sparse gradients' row counts riding in
+        # it, so a step makes two collectives, not three. A None gradient stays None.
+        *dense_sums, slots = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                                            [grads[k] for k in dense] + [count_slots(ctx, sparse_grads)])
+        reduced = dict.fromkeys(range(len(grads)))
+        reduced.update(zip(dense, dense_sums))
+        reduced.update(zip(sparse, all_gather_sparse(ctx, sparse_grads, slots)))
+        return list(zip([reduced[k] for k in range(len(grads))], variables))
 
     def update_step(self, gradient, variable):
         """Adam on the rows of a sparse gradient (duplicates summed); the parent's step otherwise."""

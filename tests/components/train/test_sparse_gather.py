@@ -33,12 +33,14 @@ CHILD = textwrap.dedent("""
     with strategy.scope():
         items, small = RowEmbedding(12, 3, l2=0.01, name="items"), RowEmbedding(5, 2, name="small")
         items.build((None,)); small.build((None,))
+        scale = tf.Variable([0.5, -1.0, 2.0])          # dense: its all-reduce carries the row counts
         optimizer = LazyAdam(learning_rate=0.1)
-    init = [items.embeddings.numpy(), small.embeddings.numpy()]
-    variables = [items.embeddings, small.embeddings]
+    init = [items.embeddings.numpy(), small.embeddings.numpy(), scale.numpy()]
+    variables = [items.embeddings, small.embeddings, scale]
 
-    def loss_of(ids, a, b):
-        return tf.reduce_sum(tf.square(a(ids))) + tf.reduce_sum(b(ids % 5)) + tf.add_n(a.losses)
+    def loss_of(ids, a, b, s):
+        return (tf.reduce_sum(tf.square(a(ids))) + tf.reduce_sum(s * a(ids)) + tf.reduce_sum(b(ids % 5))
+                + tf.add_n(a.losses))
 
     @tf.function
     def distributed_step():
@@ -46,7 +48,7 @@ CHILD = textwrap.dedent("""
             ctx = tf.distribute.get_replica_context()
             ids = tf.gather(tf.constant(np.stack(IDS)), ctx.replica_id_in_sync_group)
             with tf.GradientTape() as tape:
-                loss = loss_of(ids, items, small)
+                loss = loss_of(ids, items, small, scale)
             grads = tape.gradient(loss, variables)
             optimizer.apply_gradients(zip(grads, variables))
             return tf.constant(0)
@@ -61,11 +63,12 @@ CHILD = textwrap.dedent("""
     ref_items, ref_small = RowEmbedding(12, 3, l2=0.01, name="items"), RowEmbedding(5, 2, name="small")
     ref_items.build((None,)); ref_small.build((None,))
     ref_items.embeddings.assign(init[0]); ref_small.embeddings.assign(init[1])
-    ref_vars = [ref_items.embeddings, ref_small.embeddings]
-    summed = [0, 0]
+    ref_scale = tf.Variable(init[2])
+    ref_vars = [ref_items.embeddings, ref_small.embeddings, ref_scale]
+    summed = [0, 0, 0]
     for ids in IDS:
         with tf.GradientTape() as tape:
-            loss = loss_of(tf.constant(ids), ref_items, ref_small)
+            loss = loss_of(tf.constant(ids), ref_items, ref_small, ref_scale)
         summed = [s + tf.convert_to_tensor(g) for s, g in zip(summed, tape.gradient(loss, ref_vars))]
     reference = LazyAdam(learning_rate=0.1)
     reference.apply_gradients(zip(summed, ref_vars))
@@ -86,8 +89,10 @@ def test_mirrored_lookups_read_sparsely_and_packed_exchange_matches_the_summed_g
     out = json.loads(lines[-1][len("RESULT "):])
     # A dense read of a mirrored table would copy all of it on every lookup (embedding.py).
     assert out["dense_reads"] == [] and out["sparse_reads"] >= 4, out["dense_reads"]
+    assert len(out["got"]) == 3
     for got, want in zip(out["got"], out["want"]):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    assert not np.allclose(out["got"][2], out["init"][2])          # the dense variable moved too
     touched = sorted({1, 4, 9, 0, 7, 2, 3})
     untouched = [r for r in range(12) if r not in touched]
     np.testing.assert_array_equal(np.array(out["got"][0])[untouched], np.array(out["init"][0])[untouched])
