@@ -33,14 +33,19 @@ class PacedBackup(keras.callbacks.BackupAndRestore):
     def __init__(self, backup_dir: str, interval_s: float, **kwargs):
         super().__init__(backup_dir, **kwargs)
         self.interval_s = interval_s
-        self.backed_up_epochs = 0      # epochs done (counted from 0, not from a resume) at the last backup
+        self.backed_up_epochs = 0      # epochs in the backup (a resumed fit starts with those restored)
         self.seconds = 0.0             # time spent in backups (this fit)
-        self._epochs_done = 0
+        self._epochs_done: int | None = None
         self._last = 0.0
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
         self._last = time.monotonic()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        if self._epochs_done is None:             # the first epoch of this fit: after the restored ones
+            self._epochs_done = self.backed_up_epochs = epoch
 
     def on_epoch_end(self, epoch, logs=None):
         self._epochs_done = epoch + 1
@@ -48,7 +53,7 @@ class PacedBackup(keras.callbacks.BackupAndRestore):
             self._save()
 
     def on_train_end(self, logs=None):
-        if self._epochs_done > self.backed_up_epochs:     # also after early stopping
+        if (self._epochs_done or 0) > self.backed_up_epochs:     # also after early stopping
             self._save()
         super().on_train_end(logs)
 
@@ -184,7 +189,7 @@ class EpochProgress(keras.callbacks.Callback):
     operator (or a test) can trust: a retry of the run starts after that many epochs.
     """
 
-    def __init__(self, path: Path | None, total_epochs: int, backup: PacedBackup | None = None):
+    def __init__(self, path: Path | None, total_epochs: int, backup: PacedBackup):
         super().__init__()
         self.path = path
         self.total_epochs = total_epochs
@@ -203,9 +208,9 @@ class EpochProgress(keras.callbacks.Callback):
         log.info("epoch %d/%d done: %s", epoch + 1, self.total_epochs,
                  {k: round(float(v), 4) for k, v in (logs or {}).items()})
         if self.path is not None:
-            backed_up = max(self.backup.backed_up_epochs, self.initial_epoch or 0) if self.backup else None
             write_json_atomic(self.path, {"epochs_done": epoch + 1, "epochs": self.total_epochs,
-                                          "backed_up_epochs": backed_up, "initial_epoch": self.initial_epoch,
+                                          "backed_up_epochs": self.backup.backed_up_epochs,
+                                          "initial_epoch": self.initial_epoch,
                                           "metrics": {k: float(v) for k, v in (logs or {}).items()},
                                           "time": time.time()})
 

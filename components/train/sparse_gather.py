@@ -37,11 +37,10 @@ def count_slots(ctx: tf.distribute.ReplicaContext, grads: list[tf.IndexedSlices]
 
 
 def all_gather_sparse(ctx: tf.distribute.ReplicaContext, grads: list[tf.IndexedSlices],
-                      summed_slots: tf.Tensor | None = None) -> list[tf.IndexedSlices]:
-    """The rows of every replica for each gradient (in replica context, inside a tf.function).
-    `summed_slots`: count_slots summed over the replicas, if the caller reduced them already."""
-    if summed_slots is None:
-        summed_slots = ctx.all_reduce(tf.distribute.ReduceOp.SUM, count_slots(ctx, grads))
+                      summed_slots: tf.Tensor) -> list[tf.IndexedSlices]:
+    """The rows of every replica for each gradient (in replica context, inside a tf.function),
+    given `summed_slots`: count_slots of `grads` summed over the replicas (by the caller's
+    all-reduce, see count_slots)."""
     every_count = tf.cast(tf.round(summed_slots), tf.int32)             # [replicas, gradients]
     longest = tf.reduce_max(every_count, axis=0)
     widths = [g.values.shape[1:].num_elements() for g in grads]

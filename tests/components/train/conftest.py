@@ -59,3 +59,16 @@ def worker_processes(index=None, root: int | None = None):
         if index is None or task.get("index") == index:
             found.append(p)
     return found
+
+
+def saved_epoch(backup_dir) -> int | None:
+    """The last epoch (0-based) the training backup holds, read from the checkpoint itself
+    (None: no backup)."""
+    import tensorflow as tf
+
+    path = tf.train.latest_checkpoint(str(backup_dir / "chief"))
+    if path is None:
+        return None
+    reader = tf.train.load_checkpoint(path)
+    key = next(k for k in reader.get_variable_to_shape_map() if "ckpt_saved_epoch" in k)
+    return int(reader.get_tensor(key))

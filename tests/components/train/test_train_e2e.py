@@ -22,7 +22,7 @@ from components import train
 from components.train import export
 from components.train.launcher import GangError
 from pipeline.contracts import features as F
-from tests.components.train.conftest import EVAL_ROWS, TRAIN_ROWS, worker_processes
+from tests.components.train.conftest import EVAL_ROWS, TRAIN_ROWS, saved_epoch, worker_processes
 from tests.components.train.tft_fixture import read_in_raw_order
 
 pytestmark = pytest.mark.slow
@@ -33,21 +33,15 @@ def _kill_worker_after_first_epoch(paths, facts: dict) -> None:
     progress = paths.train_dir / "progress.json"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if progress.exists() and json.loads(progress.read_text())["backed_up_epochs"] >= 1:
+        backed_up = json.loads(progress.read_text())["backed_up_epochs"] if progress.exists() else 0
+        if backed_up >= 1:
             facts["pids"] = [p.pid for p in worker_processes()]
             victim = worker_processes(index=1)[0]
-            facts["backed_up_at_kill"] = json.loads(progress.read_text())["backed_up_epochs"]
+            facts["backed_up_at_kill"] = backed_up
             os.kill(victim.pid, signal.SIGKILL)
             facts["killed_at"] = time.monotonic()
             return
         time.sleep(0.05)
-
-
-def _saved_epoch(backup_dir) -> int:
-    """The last epoch (0-based) BackupAndRestore saved, read from the checkpoint itself."""
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(backup_dir / "chief")))
-    key = next(k for k in reader.get_variable_to_shape_map() if "ckpt_saved_epoch" in k)
-    return int(reader.get_tensor(key))
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +56,7 @@ def scenario(train_config, train_data):
         facts["error"], facts["failed_at"] = err, time.monotonic()
     watcher.join()
     facts["leftover"] = [p.pid for p in worker_processes()]
-    facts["saved_epoch"] = _saved_epoch(paths.backup_dir)
+    facts["saved_epoch"] = saved_epoch(paths.backup_dir)
     facts["result"] = train.run(train_config, paths)           # the orchestrator's retry
     return paths, eval_raw, facts
 
