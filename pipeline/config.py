@@ -95,7 +95,15 @@ class ModelConfig:
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     dropout: float = 0.1
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
-    serving_xla: bool = True             # export the model part XLA-compiled (TF Serving flag needed)
+    serving_xla: bool | None = None      # XLA-compile the export's model part (TF Serving flag needed);
+                                         # null: only where it pays, the reference model's LSTM loops
+
+    @property
+    def xla_export(self) -> bool:
+        """Whether the serving export's model part is XLA-compiled. By default only for the
+        reference architecture: XLA fuses its recurrent loops, while the target-aware model has
+        none and its plain export measured faster at batch 1 (docs/benchmarks.md)."""
+        return self.architecture == "reference" if self.serving_xla is None else self.serving_xla
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,8 @@ def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, versi
 
     server_flags = tf_serving_flags(paths.model_dir)
     if server_flags:
-        log.info("version %d needs TF Serving started with %s (model.serving_xla: false exports a "
-                 "model that does not)", version, " ".join(server_flags))
+        log.info("version %d needs TF Serving started with %s (its model part is XLA-compiled: "
+                 "model.serving_xla)", version, " ".join(server_flags))
     metrics = evaluation["metrics"]
     return {
         "version": version, "model_name": paths.model_name, "source": "push", "run_id": paths.run_id,

@@ -37,11 +37,12 @@ class RowEmbedding(keras.layers.Embedding):
         super().__init__(input_dim, output_dim, **kwargs)
         self.l2 = l2
 
-    def call(self, inputs):
+    def call(self, inputs, training=None):
         ids = inputs if inputs.dtype in (tf.int32, tf.int64) else tf.cast(inputs, tf.int32)
-        if self.l2:
+        if self.l2 and training:
             # One read of the table's distinct rows serves the penalty and the lookup, and the
-            # gradient then holds each row once.
+            # gradient then holds each row once. Inference (validation, evaluation, the serving
+            # export) has no penalty to pay and looks rows up directly: no tf.unique per request.
             rows, positions = tf.unique(tf.reshape(ids, [-1]))
             vectors = gather_rows(self.embeddings, rows)
             self.add_loss(self.l2 * tf.reduce_sum(tf.square(vectors)))

@@ -93,20 +93,21 @@ def history_to_sparse(history: tf.Tensor) -> tf.SparseTensor:
 def transformed_fn(model, model_cfg: ModelConfig):
     """The bare model on transformed features as one traced tf.function (evaluation + export).
 
-    XLA-compiled when `model.serving_xla` (the default): at batch 1 the cost is not arithmetic
-    but the executor running hundreds of tiny ops per request (two masked LSTM loops of 20 and
-    50 steps); XLA fuses each loop body, which brings the batch-1 raw-feature p50 well below
-    the plain export's with unrolled LSTMs (docs/serving.md, docs/benchmarks.md). The
-    tf.Transform part (string split, hash tables) cannot be compiled and stays outside, in the
-    callers. Costs: a compile of each new batch shape, slow enough that it must happen before
-    traffic (TF Serving: at load through the warmup requests, or cap shapes with
-    batching's allowed_batch_sizes), and TF Serving must run with
-    `--xla_cpu_compilation_enabled=true`; `model.serving_xla: false` exports a plain graph.
+    XLA-compiled when `model_cfg.xla_export` (by default for the reference architecture only):
+    at batch 1 its cost is not arithmetic but the executor stepping through two masked LSTM
+    loops of 20 and 50 steps; XLA fuses each loop body, which brings its batch-1 raw-feature
+    p50 well below the plain export's with unrolled LSTMs. The target-aware model has no loop,
+    and XLA's per-call launch cost made its export slower, not faster (docs/serving.md,
+    docs/benchmarks.md). The tf.Transform part (string split, hash tables) cannot be compiled
+    and stays outside, in the callers. Costs of XLA: a compile of each new batch shape, slow
+    enough that it must happen before traffic (TF Serving: at load through the warmup
+    requests, or cap shapes with batching's allowed_batch_sizes), and TF Serving must run
+    with `--xla_cpu_compilation_enabled=true`.
     """
     names = F.model_input_names(model_cfg)
     wanted = set(model.input_names)          # the reference model reads only three of them
 
-    @tf.function(jit_compile=True if model_cfg.serving_xla else None,
+    @tf.function(jit_compile=True if model_cfg.xla_export else None,
                  input_signature=model_input_signature(model_cfg))
     def serve_transformed(*tensors):
         features = {name: t for name, t in zip(names, tensors) if name in wanted}

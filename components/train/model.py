@@ -95,7 +95,7 @@ def build_reference(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
     # (measured in alternating rounds; see docs/benchmarks.md). Without XLA, unrolling removes
     # the executor's per-step overhead, so the plain export is faster unrolled: both sequences
     # have a fixed length. Same variables either way.
-    unroll = not model_cfg.serving_xla
+    unroll = not model_cfg.xla_export
     t = keras.layers.LSTM(model_cfg.lstm_units, unroll=unroll, name="title_lstm")(t)
 
     x = image

@@ -47,11 +47,13 @@ def test_tf_serving_reads_the_models_config_that_push_writes_at_the_same_path():
 
 
 def test_tf_serving_can_run_the_xla_compiled_export():
-    """The default export is XLA-compiled; a server without the flag could not answer it."""
+    """The reference architecture's export is XLA-compiled by default; a server without the flag
+    could not answer it (the default model's plain export needs nothing)."""
     from pipeline.config import load_config
 
     flags = _serving_flags()
-    assert load_config(env={}).model.serving_xla
+    assert load_config(env={}, overrides={"model.architecture": "reference"}).model.xla_export
+    assert not load_config(env={}).model.xla_export
     assert flags["xla_cpu_compilation_enabled"] == "true" and flags["enable_model_warmup"] == "true"
 
 

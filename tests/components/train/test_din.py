@@ -135,7 +135,7 @@ def test_row_penalty_covers_the_looked_up_rows_once_and_keeps_the_gradient_spars
     layer = RowEmbedding(50, 4, l2=0.5)
     ids = tf.constant([[3, 3, 7], [7, 0, 3]])
     with tf.GradientTape() as tape:
-        out = layer(ids)
+        out = layer(ids, training=True)
         penalty = tf.add_n(layer.losses)
     table = layer.embeddings.numpy()
     np.testing.assert_allclose(out.numpy(), table[ids.numpy()])
@@ -144,3 +144,18 @@ def test_row_penalty_covers_the_looked_up_rows_once_and_keeps_the_gradient_spars
     assert isinstance(grad, tf.IndexedSlices)                # not the whole table: LazyAdam stays lazy
     assert sorted(set(grad.indices.numpy().tolist())) == [0, 3, 7]
     np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy()[7], table[7], rtol=1e-6)   # 2 * 0.5 * w
+
+
+def test_row_lookup_at_inference_pays_no_penalty_and_no_unique():
+    """Validation, evaluation and the serving export look rows up directly: the same vectors,
+    no penalty, and no tf.unique in the graph a request runs."""
+    from components.train.embedding import RowEmbedding
+
+    layer = RowEmbedding(50, 4, l2=0.5)
+    ids = tf.constant([[3, 3, 7], [7, 0, 3]])
+    lookup = tf.function(lambda x: layer(x, training=False))
+    out = lookup(ids)
+    np.testing.assert_allclose(out.numpy(), layer.embeddings.numpy()[ids.numpy()])
+    assert layer.losses == []
+    ops = {op.type for op in lookup.get_concrete_function(ids).graph.get_operations()}
+    assert "Unique" not in ops and "ResourceGather" in ops

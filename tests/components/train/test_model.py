@@ -95,17 +95,20 @@ def test_optimizer_scaled_by_replicas(model):
     assert [m.name for m in model.compiled_metrics._user_metrics] == ["auc", "accuracy"]
 
 
-@pytest.mark.parametrize("serving_xla", [True, False])
+@pytest.mark.parametrize("serving_xla", [True, False, None])
 def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_xla):
     """`model.serving_xla` changes how the export runs (XLA-fused loops, and the TF Serving flag
-    it then needs), never what it predicts; the SavedModel marks exactly the XLA case."""
+    it then needs), never what it predicts; the SavedModel marks exactly the XLA case. Unset,
+    XLA is where it pays: this recurrent reference model, not the loop-free DIN."""
     import dataclasses
 
     from components.train.export import call_transformed, tf_serving_flags, transformed_fn
 
     cfg = dataclasses.replace(TINY, serving_xla=serving_xla)
+    xla = serving_xla is not False
+    assert cfg.xla_export is xla and not dataclasses.replace(cfg, architecture="din", serving_xla=None).xla_export
     # Without XLA the fixed-length LSTMs are unrolled (no per-step executor overhead).
-    assert build_model(cfg, VocabSizes.from_config(cfg)).get_layer("history_lstm").unroll is not serving_xla
+    assert build_model(cfg, VocabSizes.from_config(cfg)).get_layer("history_lstm").unroll is not xla
     batch = _batch(3)
     serve = transformed_fn(model, cfg)
     got = call_transformed(serve, {k: tf.constant(v) for k, v in batch.items()}, cfg)
@@ -113,4 +116,4 @@ def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_
     module = tf.Module()
     module.model_variables = list(model.variables)
     tf.saved_model.save(module, str(tmp_path / "m"), signatures={"serving_transformed": serve})
-    assert tf_serving_flags(tmp_path / "m") == (["--xla_cpu_compilation_enabled=true"] if serving_xla else [])
+    assert tf_serving_flags(tmp_path / "m") == (["--xla_cpu_compilation_enabled=true"] if xla else [])

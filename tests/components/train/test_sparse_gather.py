@@ -39,8 +39,9 @@ CHILD = textwrap.dedent("""
     variables = [items.embeddings, small.embeddings, scale]
 
     def loss_of(ids, a, b, s):
-        return (tf.reduce_sum(tf.square(a(ids))) + tf.reduce_sum(s * a(ids)) + tf.reduce_sum(b(ids % 5))
-                + tf.add_n(a.losses))
+        rows = lambda layer, x: layer(x, training=True)          # noqa: E731 - training: the row penalty is on
+        return (tf.reduce_sum(tf.square(rows(a, ids))) + tf.reduce_sum(s * rows(a, ids))
+                + tf.reduce_sum(rows(b, ids % 5)) + tf.add_n(a.losses))
 
     @tf.function
     def distributed_step():
