@@ -9,7 +9,8 @@ training stage's real export, with the real tf.Transform graph made by the real 
 stage on a small generated data set. Weights are untrained: latency and size do not depend on
 their values. `--served` measures the version served under the default config's serving base
 (what `make demo` pushed) instead, `--model-dir` any export; neither is the default, so what is
-measured never depends on what a previous run left in var/.
+measured never depends on what a previous run left in var/; their figures go to
+serving_served.json and serving_model_dir.json, never over serving.json.
 
 Latency: in-process, CPU, one request of one impression at a time through the loaded
 SavedModel's `serving_default` signature (title string, 2048 floats, a 20-item history),
@@ -139,7 +140,8 @@ def measure_in_processes(model_dir: Path, alt_dir: Path | None, processes: int) 
     for i in range(processes):
         command = [sys.executable, "-m", "bench.serving", "--measure", str(model_dir)]
         command += ["--alternative", str(alt_dir)] if alt_dir is not None else []
-        out = subprocess.run(command, check=True, cwd=PROJECT_ROOT, capture_output=True, text=True).stdout
+        # stdout carries the figures; the child's log and any traceback go to this stderr
+        out = subprocess.run(command, check=True, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
         log.info("process %d of %d: %s", i + 1, processes, runs[-1])
     names = ("export", "alt") if alt_dir is not None else ("export",)
@@ -216,6 +218,12 @@ def child(args) -> None:
     os._exit(status)
 
 
+def _at_least_one(text: str) -> int:
+    if int(text) < 1:
+        raise argparse.ArgumentTypeError(f"got {text}, expected an int >= 1")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.serving")
     parser.add_argument("--model-dir", type=Path, default=None)
@@ -224,7 +232,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--alternative", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--architecture", default="din", choices=("din", "reference"))
     parser.add_argument("--served", action="store_true", help="the version served under the config's serving base")
-    parser.add_argument("--processes", type=int, default=3, help="fresh processes measured (figures: medians)")
+    parser.add_argument("--processes", type=_at_least_one, default=3,
+                        help="fresh processes measured (figures: medians)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="config override of the built model (result: serving_variant.json)")
     args = parser.parse_args(argv or [])
@@ -232,7 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
         child(args)
     config = load_config()
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
-        model_dir, alt_dir, source = args.model_dir, None, "--model-dir"
+        model_dir, alt_dir, source = args.model_dir and args.model_dir.resolve(), None, "--model-dir"
         if args.served:
             if (model_dir := served_model(config)) is None:
                 raise SystemExit(f"no served version under {config.data.serving_base}")
@@ -255,8 +264,10 @@ def main(argv: list[str] | None = None) -> dict:
     figures["p50_over_edge_reference"] = figures["p50_ms"] / REFERENCE_EDGE_MS
     figures.update(reference_edge_ms=REFERENCE_EDGE_MS, goal_p50_ms=GOAL_P50_MS, goal_p99_ms=GOAL_P99_MS,
                    meets_goal=figures["p50_ms"] < GOAL_P50_MS and figures["p99_ms"] < GOAL_P99_MS)
-    name = "serving" if args.architecture == "din" else f"serving_{args.architecture}"
-    write_result("serving_variant" if args.set else name, figures)
+    # A served or given model never overwrites the reference-size figures of serving.json.
+    name = ("serving_served" if args.served else "serving_model_dir" if args.model_dir else "serving_variant"
+            if args.set else "serving" if args.architecture == "din" else f"serving_{args.architecture}")
+    write_result(name, figures)
     return figures
 
 

@@ -95,14 +95,11 @@ class ModelConfig:
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     dropout: float = 0.1
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
-    serving_xla: bool | None = None      # XLA-compile the export's model part (TF Serving flag needed);
-                                         # null: only where it pays, the reference model's LSTM loops
+    serving_xla: bool | None = None      # XLA-compile the export's model part; null: where it pays
 
     @property
     def xla_export(self) -> bool:
-        """Whether the serving export's model part is XLA-compiled. By default only for the
-        reference architecture: XLA fuses its recurrent loops, while the target-aware model has
-        none and its plain export measured faster at batch 1 (docs/benchmarks.md)."""
+        """By default XLA only fuses the reference model's LSTM loops; din has none (docs/serving.md)."""
         return self.architecture == "reference" if self.serving_xla is None else self.serving_xla
 
 

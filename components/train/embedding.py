@@ -31,7 +31,8 @@ class RowEmbedding(keras.layers.Embedding):
     only the rows a batch looks up (DIN's mini-batch aware regularisation, without its frequency
     weights). Keras' `embeddings_regularizer` penalises the whole table: its gradient is dense,
     so every step would update, and under MWMS all-reduce, every row. A touched row's penalty
-    gradient is the same as under the whole-table penalty. Variables keep Keras' names."""
+    gradient is the same as under the whole-table penalty. The penalty is a training loss:
+    only a `training=True` call pays it. Variables keep Keras' names."""
 
     def __init__(self, input_dim: int, output_dim: int, l2: float = 0.0, **kwargs):
         super().__init__(input_dim, output_dim, **kwargs)

@@ -53,7 +53,6 @@ def test_tf_serving_can_run_the_xla_compiled_export():
 
     flags = _serving_flags()
     assert load_config(env={}, overrides={"model.architecture": "reference"}).model.xla_export
-    assert not load_config(env={}).model.xla_export
     assert flags["xla_cpu_compilation_enabled"] == "true" and flags["enable_model_warmup"] == "true"
 
 

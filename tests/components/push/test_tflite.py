@@ -16,7 +16,7 @@ DIN = ModelConfig(title_len=6, history_len=8, embedding_dim=4, image_units=(8,),
 
 def _export(root, cfg):
     """The model saved the way the training export saves it: a tf.Module holding the Keras
-    model's variables and the export's own `serving_transformed` function (XLA, dynamic batch)."""
+    model's variables and the export's own `serving_transformed` function (dynamic batch)."""
     import tensorflow as tf
 
     from components.train.export import transformed_fn

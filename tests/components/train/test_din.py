@@ -50,10 +50,25 @@ def test_user_embedding_is_optional():
     assert {"user_embedding", "user_memory"}.isdisjoint(names) and "target_attention" in names
 
 
-def test_xla_serving_function_matches_the_model(model):
+@pytest.mark.parametrize("serving_xla", [None, True])
+def test_serving_function_matches_the_model_plain_and_xla(model, serving_xla):
+    """The default (plain) export's model part and the XLA-compiled one both predict what the model does."""
+    cfg = dataclasses.replace(DIN, serving_xla=serving_xla)
+    assert cfg.xla_export is bool(serving_xla)
     batch = _batch(4, DIN)
-    got = call_transformed(transformed_fn(model, DIN), {k: tf.constant(v) for k, v in batch.items()}, DIN)
+    got = call_transformed(transformed_fn(model, cfg), {k: tf.constant(v) for k, v in batch.items()}, cfg)
     np.testing.assert_allclose(got.numpy(), model(batch).numpy(), atol=1e-5)
+
+
+def test_training_calls_carry_the_row_penalties_and_inference_calls_none(model):
+    """`training=True` reaches every layer of the functional model: the title, item (target and
+    history) and user rows are penalised beside the two memories' fitting losses; a plain call
+    adds no loss."""
+    batch = _batch(4, DIN)
+    model(batch, training=True)
+    assert len(model.losses) == 6 and all(float(loss) >= 0 for loss in model.losses)
+    model(batch)
+    assert model.losses == []
 
 
 def test_content_memory_learns_what_shown_items_look_like_and_reads_it_for_the_history():
