@@ -144,11 +144,10 @@ def measure_in_processes(model_dir: Path, alt_dir: Path | None, processes: int) 
         out = subprocess.run(command, check=True, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
         log.info("process %d of %d: %s", i + 1, processes, runs[-1])
-    names = ("export", "alt") if alt_dir is not None else ("export",)
     figures: dict = {"processes": processes, "calls_per_process": runs[0]["export_runs"],
                      "first_call_s": statistics.median(r["first_call_s"] for r in runs)}
-    for name in names:
-        prefix = "" if name == "export" else "alt_"
+    prefixes = {"export": ""} | ({"alt": "alt_"} if alt_dir is not None else {})
+    for name, prefix in prefixes.items():
         for stat in ("p50_ms", "p99_ms"):
             values = [r[f"{name}_{stat}"] for r in runs]
             figures[f"{prefix}{stat}"] = statistics.median(values)
@@ -264,11 +263,19 @@ def main(argv: list[str] | None = None) -> dict:
     figures["p50_over_edge_reference"] = figures["p50_ms"] / REFERENCE_EDGE_MS
     figures.update(reference_edge_ms=REFERENCE_EDGE_MS, goal_p50_ms=GOAL_P50_MS, goal_p99_ms=GOAL_P99_MS,
                    meets_goal=figures["p50_ms"] < GOAL_P50_MS and figures["p99_ms"] < GOAL_P99_MS)
-    # A served or given model never overwrites the reference-size figures of serving.json.
-    name = ("serving_served" if args.served else "serving_model_dir" if args.model_dir else "serving_variant"
-            if args.set else "serving" if args.architecture == "din" else f"serving_{args.architecture}")
-    write_result(name, figures)
+    write_result(_result_name(args), figures)
     return figures
+
+
+def _result_name(args) -> str:
+    """A served or given model, or a variant, never overwrites the reference-size figures."""
+    if args.served:
+        return "serving_served"
+    if args.model_dir:
+        return "serving_model_dir"
+    if args.set:
+        return "serving_variant"
+    return "serving" if args.architecture == "din" else f"serving_{args.architecture}"
 
 
 if __name__ == "__main__":

@@ -99,14 +99,14 @@ def test_optimizer_scaled_by_replicas(model):
 def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_xla):
     """`model.serving_xla` changes how the export runs (XLA-fused loops, and the TF Serving flag
     it then needs), never what it predicts; the SavedModel marks exactly the XLA case. Unset,
-    XLA is where it pays: this recurrent reference model, not the loop-free DIN."""
+    XLA is where it pays: this recurrent reference model (the loop-free DIN: test_din.py)."""
     import dataclasses
 
     from components.train.export import call_transformed, tf_serving_flags, transformed_fn
 
     cfg = dataclasses.replace(TINY, serving_xla=serving_xla)
     xla = serving_xla is not False
-    assert cfg.xla_export is xla and not dataclasses.replace(cfg, architecture="din", serving_xla=None).xla_export
+    assert cfg.xla_export is xla
     # Without XLA the fixed-length LSTMs are unrolled (no per-step executor overhead).
     assert build_model(cfg, VocabSizes.from_config(cfg)).get_layer("history_lstm").unroll is not xla
     batch = _batch(3)

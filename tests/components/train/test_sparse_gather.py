@@ -39,9 +39,9 @@ CHILD = textwrap.dedent("""
     variables = [items.embeddings, small.embeddings, scale]
 
     def loss_of(ids, a, b, s):
-        rows = lambda layer, x: layer(x, training=True)          # noqa: E731 - training: the row penalty is on
-        return (tf.reduce_sum(tf.square(rows(a, ids))) + tf.reduce_sum(s * rows(a, ids))
-                + tf.reduce_sum(rows(b, ids % 5)) + tf.add_n(a.losses))
+        # training=True: the row penalty is a training loss
+        return (tf.reduce_sum(tf.square(a(ids, training=True))) + tf.reduce_sum(s * a(ids, training=True))
+                + tf.reduce_sum(b(ids % 5, training=True)) + tf.add_n(a.losses))
 
     @tf.function
     def distributed_step():
