@@ -67,8 +67,8 @@ def build_reference_model(workdir: Path, config) -> tuple[Path, Path]:
     same run.
     """
     from components import preprocess
-    from components.train.export import export_saved_model
-    from components.train.model import VocabSizes, build_model
+    from components.train.model.build import VocabSizes, build_model
+    from components.train.worker.export import export_saved_model
     from pipeline.datagen import generate
     from pipeline.paths import RunPaths
 
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
             source = f"{args.architecture} architecture at reference sizes, untrained {' '.join(args.set)}".strip()
         log.info("benchmarking %s (%s)", model_dir, source)
         from components.push.tflite import dir_mib
-        from components.train.export import xla_compiled_functions
+        from components.train.worker.export import xla_compiled_functions
 
         figures = {"model": source, "xla_compiled": bool(xla_compiled_functions(model_dir)),
                    "saved_model_mib": dir_mib(model_dir),

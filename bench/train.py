@@ -66,7 +66,7 @@ def ranked_ids(rng: np.random.Generator, size: int, high: int) -> np.ndarray:
 def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int = 0) -> None:
     import tensorflow as tf
 
-    from components.train.model import VocabSizes
+    from components.train.model.build import VocabSizes
     from pipeline.contracts import features as F
 
     rng = np.random.default_rng(seed)
@@ -129,8 +129,8 @@ def step_bounds(files, model_cfg, batch: int) -> tuple[float, float]:
     import tensorflow as tf
     import tf_keras as keras
 
-    from components.train.input import make_dataset
-    from components.train.model import VocabSizes, build_model, compile_model
+    from components.train.model.build import VocabSizes, build_model, compile_model
+    from components.train.worker.input import make_dataset
     from pipeline.config import TrainConfig
 
     batches = list(make_dataset(files, model_cfg, batch, training=True).take(8))
@@ -166,7 +166,7 @@ def input_throughput(files, model_cfg, batch: int) -> tuple[float, float]:
     """(real pipeline, bare sequential read + batch + parse) examples/s over the same files."""
     import tensorflow as tf
 
-    from components.train.input import make_dataset, make_parse_fn
+    from components.train.worker.input import make_dataset, make_parse_fn
 
     real = make_dataset(files, model_cfg, batch, training=True)
     bare = (tf.data.TFRecordDataset([str(f) for f in files]).repeat().batch(batch)
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     import tensorflow as tf
 
-    from components.train.input import read_split
+    from components.train.worker.input import read_split
     from pipeline.config import ModelConfig, TrainConfig
 
     parser = argparse.ArgumentParser(prog="python -m bench.train")

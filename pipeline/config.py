@@ -128,7 +128,7 @@ class TrainConfig:
     k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
     k8s_raw_pvc: str = "reco-raw"               # shared volume with raw_root (read by the preprocess pod)
     k8s_serving_pvc: str = "reco-serving"       # TF Serving's model base (evaluate reads, push writes)
-    k8s_service_account: str = "reco-launcher"  # launcher pods; RBAC: python -m components.train.kubernetes rbac
+    k8s_service_account: str = "reco-launcher"  # launcher pods; RBAC: python -m components.train.k8s rbac
     export: bool = True                  # false: train + evaluate only (benchmarks)
     warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"

@@ -108,3 +108,41 @@ print(summary["served_version"], heavy)
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(PROJECT_ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.split("\n")[-2] == "None []"
+
+
+# Who may import whom inside components/train (the rooms' __init__ docstrings say why).
+TRAIN_ROOMS = {
+    "model": {"model"},
+    "worker": {"model", "worker", "gang.heartbeat"},
+    "gang": {"gang"},
+    "k8s": {"k8s", "gang.worker_spec", "gang.heartbeat", "gang.launcher"},
+}
+LIGHT_ROOMS = ("gang", "k8s")       # the launching task's process: no TensorFlow there
+
+
+def _train_room(module: str) -> str | None:
+    parts = module.split(".")
+    return ".".join(parts[2:]) if parts[:2] == ["components", "train"] and len(parts) > 2 else None
+
+
+def test_train_rooms_import_only_what_their_docstrings_allow():
+    offences = []
+    for mod, imps in _graph().items():
+        room = (_train_room(mod) or "").split(".")[0]
+        if room not in TRAIN_ROOMS:
+            continue
+        for imp in imps:
+            target = _train_room(imp)
+            if target is not None and not any(target == ok or target.startswith(ok + ".")
+                                              for ok in TRAIN_ROOMS[room]):
+                offences.append(f"{mod} imports {imp}")
+            if room in LIGHT_ROOMS and imp.split(".")[0] in HEAVY:
+                offences.append(f"{mod} imports {imp} (a launcher never imports TensorFlow)")
+    assert not offences, "\n".join(offences)
+
+
+def test_train_has_only_its_rooms_and_its_entry_point():
+    top = {p.name for p in (PROJECT_ROOT / "components" / "train").iterdir() if not p.name.startswith("__pycache__")}
+    assert top == {"__init__.py", "__main__.py", "run.py", *TRAIN_ROOMS}, top
+    for room in TRAIN_ROOMS:
+        assert ast.get_docstring(ast.parse((PROJECT_ROOT / "components" / "train" / room / "__init__.py").read_text()))

@@ -4,6 +4,13 @@
 `config.train.workers` worker processes on this host (backend "local") or renders and
 submits the Kubernetes manifests (backend "kubernetes"), and returns the chief's TrainResult.
 TensorFlow is imported only inside the worker processes, never here.
+
+Four rooms, each with one job (tests/test_imports.py enforces who may import whom):
+- `model/`: what is trained (architectures, embeddings, calibration, the lazy optimizer);
+- `worker/`: one MWMS worker process (`python -m components.train.worker`): input, callbacks,
+  the chief's evaluation and export, warm start;
+- `gang/`: the local backend: worker spec, launcher, heartbeats;
+- `k8s/`: the Kubernetes backend: manifests, submission and supervision, API client.
 """
 from components.train.run import run
 
@@ -11,14 +18,14 @@ __all__ = ["load_keras_model", "run", "tf_serving_flags"]
 
 
 def tf_serving_flags(export_dir):
-    """The model-server flags an export needs (see export.py); imports TensorFlow when called."""
-    from components.train.export import tf_serving_flags as flags
+    """The model-server flags an export needs (see worker/export.py); imports TensorFlow when called."""
+    from components.train.worker.export import tf_serving_flags as flags
 
     return flags(export_dir)
 
 
 def load_keras_model(saved_model_dir, model_cfg):
     """(Keras model with an export's weights, the loaded SavedModel): e.g. for TF Lite conversion."""
-    from components.train.export import load_keras_model as load
+    from components.train.model.restore import load_keras_model as load
 
     return load(saved_model_dir, model_cfg)

@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     setup_logging()
     from components.train import run
-    from components.train.launcher import GangError
+    from components.train.gang.launcher import GangError
 
     flags = {"train.workers": args.workers, "train.epochs": args.epochs, "train.backend": args.backend}
     return run_step(args, run, GangError, args.data_dir,

@@ -81,7 +81,7 @@ def test_first_run_serves_a_model(e2e, served):
     served = config.data.serving_base / config.push.model_name / "1"
     assert (served / "saved_model.pb").exists()
     # The push records what TF Serving needs: nothing for the default model's plain export
-    # (XLA only where it pays, model.serving_xla; the XLA case is tests/components/train/test_model.py).
+    # (XLA only where it pays, model.serving_xla; the XLA case is tests/components/train/model/test_model.py).
     record = json.loads((served / "assets.extra" / "push_record.json").read_text())
     assert record["tf_serving_flags"] == []
     assert Path(summary["report"]).exists() and Path(summary["tensorboard"]).exists()

@@ -244,7 +244,7 @@ print(json.dumps(out))
     assert push["mounts"] == {artifacts: ["artifacts", False], serving_base: ["serving", False]}
     assert push["claims"] == {"artifacts": "reco-artifacts", "serving": "reco-serving"}
     assert pods["announce_upstream"] == ["evaluate", "push", "resolve_run"]
-    from tests.components.train.test_kubernetes import _api_schema_round_trip
+    from tests.components.train.k8s.test_kubernetes import _api_schema_round_trip
 
     for task_id in ("preprocess", "train", "evaluate", "push"):     # the V1Pod each would submit
         pod = pods[task_id]["pod"]

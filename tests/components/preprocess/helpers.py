@@ -24,7 +24,7 @@ def read_split(folder: Path, split: str, model) -> dict[str, np.ndarray]:
     """All examples of a split, in shard order, parsed with the transformed feature spec."""
     import tensorflow as tf
 
-    from components.train.input import feature_spec
+    from components.train.worker.input import feature_spec
     from pipeline.contracts.manifest import shard_files
 
     spec = feature_spec(model)

@@ -19,8 +19,8 @@ def _export(root, cfg):
     model's variables and the export's own `serving_transformed` function (dynamic batch)."""
     import tensorflow as tf
 
-    from components.train.export import transformed_fn
-    from components.train.model import VocabSizes, build_model
+    from components.train.model.build import VocabSizes, build_model
+    from components.train.worker.export import transformed_fn
 
     model = build_model(cfg, VocabSizes(title=30, items=40, users=11))
     module = tf.Module()

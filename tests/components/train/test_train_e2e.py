@@ -19,8 +19,8 @@ import pytest
 import tensorflow as tf
 
 from components import train
-from components.train import export
-from components.train.launcher import GangError
+from components.train.gang.launcher import GangError
+from components.train.worker import export
 from pipeline.contracts import features as F
 from tests.components.train.conftest import EVAL_ROWS, TRAIN_ROWS, saved_epoch, worker_processes
 from tests.components.train.tft_fixture import read_in_raw_order
@@ -91,7 +91,7 @@ def test_two_workers_learn(scenario):
     assert result.metrics["train_auc"] > 0.8, result.metrics
     assert result.examples_per_s > 0
     # Every worker's heartbeat counted its batches and its last beat said it exited cleanly.
-    from components.train import heartbeat
+    from components.train.gang import heartbeat
 
     beats = [heartbeat.read(scenario[0].logs_dir / f"worker-{i}.ready") for i in range(2)]
     assert all(b.steps > 0 and b.phase == heartbeat.DONE for b in beats), beats

@@ -82,7 +82,7 @@ def analyze_and_transform(train: list[dict], evals: list[dict], model_cfg: Model
 
 def read_in_raw_order(split_dir: Path, model_cfg: ModelConfig) -> dict[str, np.ndarray]:
     """Transformed rows of a split, back in raw-row order (sorted by the z-scored row tag)."""
-    from components.train.input import feature_spec, list_shards
+    from components.train.worker.input import feature_spec, list_shards
 
     records = list(tf.data.TFRecordDataset([str(f) for f in list_shards(split_dir)]).batch(10_000))
     parsed = {k: np.concatenate([tf.io.parse_example(r, feature_spec(model_cfg))[k].numpy()

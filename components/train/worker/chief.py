@@ -1,0 +1,147 @@
+"""What only the chief does after fit(): evaluate, export, model card, result.
+
+None of it is a collective: the trained weights are copied into a plain (non-distributed)
+float32 model first, so the other workers need not join; they wait in the gang's final
+all-reduce meanwhile (see worker.py).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import tensorflow as tf
+import tf_keras as keras
+
+from components.train.model.build import VocabSizes, build_model, scaled_learning_rate
+from components.train.model.calibration import calibrate
+from components.train.worker import export
+from components.train.worker.input import Split, make_dataset, read_split
+from pipeline.config import Config
+from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
+from pipeline.paths import RunPaths
+from pipeline.results import TrainResult
+
+log = logging.getLogger(__name__)
+
+RESULT_FILE = "result.json"
+MODEL_CARD_FILE = "model_card.json"
+
+
+@dataclass(frozen=True)
+class Trained:
+    """Facts of the finished fit() that the card and the result report."""
+
+    model: keras.Model
+    vocab: VocabSizes
+    train_split: Split
+    eval_split: Split
+    valid_split: Split | None
+    train_metrics: dict[str, float]
+    initial_epoch: int
+    examples_per_s: float
+    train_seconds: float
+    workers: int
+    replicas: int
+    global_batch: int
+    collective: str
+    mixed_precision: bool
+
+
+def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResult:
+    """Evaluate, export (atomically), write the model card and result; drop the backup."""
+    serving_model = local_copy(t.model, config, t.vocab)
+    calibration = {}
+    valid = t.valid_split
+    if valid is not None and valid.missing():     # this host staged only its share: shared storage
+        valid = read_split(paths.examples_dir, "train").hold_out(config.train.validation_shards, t.workers)[1]
+    if valid is not None:
+        calibration = calibrate(serving_model, make_dataset(
+            valid.files, config.model, t.global_batch, training=False, deterministic=True,
+            readers=config.train.readers, compression=valid.compression, sizes=valid.sizes))
+    predict = export.transformed_fn(serving_model, config.model)
+    eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
+                           deterministic=True, readers=config.train.readers,
+                           compression=t.eval_split.compression, sizes=t.eval_split.sizes)
+    metrics = {**t.train_metrics, **calibration, **evaluate(predict, eval_ds, config.model)}
+    log.info("final metrics: %s", metrics)
+    summaries.write_final(metrics, config.train.epochs)
+    card = model_card(config, paths, t, metrics)
+    if config.train.export:
+        export_dir = temp_sibling(paths.model_dir, "export")
+        export.save_module(export.serving_module(serving_model, predict, paths.transform_dir, config.model),
+                           export_dir)
+        write_json_atomic(export_dir / MODEL_CARD_FILE, card)
+        publish_dir(export_dir, paths.model_dir)
+        remove_stale_temps(paths.model_dir.parent, paths.model_dir.name)
+    else:
+        log.warning("train.export is false: no SavedModel written")
+    write_json_atomic(paths.train_dir / MODEL_CARD_FILE, card)
+    result = TrainResult(model_dir=str(paths.model_dir) if config.train.export else "",
+                         model_card_path=str(paths.train_dir / MODEL_CARD_FILE),
+                         tensorboard_dir=str(paths.tensorboard_dir), workers=t.workers,
+                         epochs=config.train.epochs, examples_per_s=t.examples_per_s,
+                         metrics=metrics, initial_epoch=t.initial_epoch)
+    result.write_json(paths.train_dir / RESULT_FILE)
+    # The run is complete: the backup has done its job and must not leak into a rerun.
+    shutil.rmtree(paths.backup_dir, ignore_errors=True)
+    return result
+
+
+def local_copy(model: keras.Model, config: Config, vocab: VocabSizes) -> keras.Model:
+    """The trained weights in a plain float32 model outside the strategy.
+
+    Exporting the MWMS model itself would re-trace every layer against distributed variables
+    (slow) and, for sync-on-read variables, need every worker to join the save; a plain copy
+    is traced once, needs no collective, and serves in float32 even after mixed precision.
+    """
+    keras.mixed_precision.set_global_policy("float32")
+    copy = build_model(config.model, vocab)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def evaluate(predict, dataset: tf.data.Dataset, model_cfg) -> dict[str, float]:
+    """Eval-split AUC, accuracy and log loss through the function the export serves."""
+    auc, acc = keras.metrics.AUC(), keras.metrics.BinaryAccuracy()
+    loss = keras.metrics.Mean()
+    for features, label in dataset:
+        prob = export.call_transformed(predict, features, model_cfg)
+        auc.update_state(label, prob)
+        acc.update_state(label, prob)
+        loss.update_state(keras.losses.binary_crossentropy(label, prob))
+    return {"eval_auc": float(auc.result()), "eval_accuracy": float(acc.result()),
+            "eval_loss": float(loss.result())}
+
+
+def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> dict[str, Any]:
+    """What a reviewer needs to trust a model: its data, how it was trained, how it scored."""
+    return {
+        "model_name": paths.model_name,
+        "run_date": paths.ds,
+        "run_id": paths.run_id,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(),
+        "data_window": {"train_dates": [d.isoformat() for d in paths.train_dates],
+                        "eval_date": paths.eval_date.isoformat()},
+        "examples": {"train": t.train_split.examples, "eval": t.eval_split.examples},
+        "epochs": config.train.epochs,
+        "initial_epoch": t.initial_epoch,
+        "workers": t.workers,
+        "replicas": t.replicas,
+        "strategy": "MultiWorkerMirroredStrategy",
+        "collective": t.collective,
+        "mixed_precision": t.mixed_precision,
+        "global_batch_size": t.global_batch,
+        "learning_rate": scaled_learning_rate(config.train, t.replicas),
+        "clip_norm": config.train.clip_norm,
+        "metrics": metrics,
+        "training_examples_per_s": round(t.examples_per_s, 2),
+        "train_seconds": round(t.train_seconds, 2),
+        "vocab_sizes": asdict(t.vocab),
+        "model": config.model.__dict__ | {"image_units": list(config.model.image_units)},
+        "transform_dir": str(paths.transform_dir),
+        "signatures": [export.SERVING_DEFAULT, export.SERVING_EXAMPLES, export.REGRESS,
+                       export.SERVING_TRANSFORMED],
+    }

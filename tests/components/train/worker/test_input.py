@@ -1,0 +1,126 @@
+"""The input pipeline: file-level sharding, exact coverage, determinism, manifests, empty shards."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.train.worker.input import dataset_options, make_dataset, read_split, worker_files
+from pipeline.config import ModelConfig
+from pipeline.contracts import features as F
+from pipeline.contracts import manifest as M
+from tests.components.train.synthetic import write_split
+
+CFG = ModelConfig(title_len=4, history_len=5)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shards")
+    write_split(root / "train", 90, CFG, num_shards=6, seed=1)
+    return root
+
+
+def _tags(ds, batches=None) -> list[float]:
+    """Image[0] identifies an example (random floats never repeat)."""
+    out = []
+    for i, (features, _label) in enumerate(ds):
+        if batches is not None and i >= batches:
+            break
+        out += features[F.IMAGE_Z][:, 0].numpy().tolist()
+    return out
+
+
+def test_worker_files_round_robin_and_empty_shards():
+    files = [f"f{i}" for i in range(7)]
+    parts = [worker_files(files, 3, i) for i in range(3)]
+    assert parts == [["f0", "f3", "f6"], ["f1", "f4"], ["f2", "f5"]]
+    # Empty shards keep their place in the rule (stage copies the same share) and are skipped.
+    assert worker_files(files, 3, 0, sizes=[5, 5, 5, 0, 5, 5, 5]) == ["f0", "f6"]
+    # A worker whose whole share is empty: everyone reads every non-empty file.
+    assert worker_files(files[:4], 2, 1, sizes=[5, 0, 5, 0]) == ["f0", "f2"]
+
+
+def test_workers_read_disjoint_files_covering_everything(shards):
+    split = read_split(shards, "train")
+    assert split.examples == 90 and len(split.files) == 6
+    seen = [_tags(make_dataset(split.files, CFG, 7, num_workers=2, worker_index=i, training=False))
+            for i in range(2)]
+    assert not set(seen[0]) & set(seen[1])                       # no example read twice
+    assert sorted(seen[0] + seen[1]) == sorted(_tags(make_dataset(split.files, CFG, 7, training=False)))
+    assert len(seen[0]) + len(seen[1]) == 90
+
+
+def test_batches_are_parsed_with_contract_shapes(shards):
+    features, label = next(iter(make_dataset(read_split(shards, "train").files, CFG, 8)))
+    assert features[F.TITLE_IDS].shape == (8, CFG.title_len)
+    assert features[F.IMAGE_Z].shape == (8, F.IMAGE_DIM)
+    assert features[F.HISTORY_IDS].shape == (8, CFG.history_len)
+    assert label.shape == (8, 1) and label.dtype == tf.float32
+    assert set(np.unique(label.numpy())) <= {0.0, 1.0}
+
+
+def test_deterministic_option_repeats_order(shards):
+    files = read_split(shards, "train").files
+    runs = [_tags(make_dataset(files, CFG, 8, deterministic=True, seed=3), batches=6) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert make_dataset(files, CFG, 8, deterministic=True).options().deterministic
+
+
+def test_autoshard_is_off_deliberately():
+    assert (dataset_options(False).experimental_distribute.auto_shard_policy
+            == tf.data.experimental.AutoShardPolicy.OFF)
+
+
+def test_training_repeats_and_drops_partial_batches(shards):
+    ds = make_dataset(read_split(shards, "train").files, CFG, 8, num_workers=2, worker_index=1)
+    sizes = [f[F.IMAGE_Z].shape[0] for f, _ in ds.take(20)]   # 20 x 8 > this worker's 45 examples
+    assert sizes == [8] * 20
+
+
+def test_fewer_files_than_workers_falls_back_to_records(tmp_path):
+    write_split(tmp_path / "train", 20, CFG, num_shards=1, seed=2)
+    files = read_split(tmp_path, "train").files
+    parts = [_tags(make_dataset(files, CFG, 4, num_workers=2, worker_index=i, training=False))
+             for i in range(2)]
+    assert len(parts[0]) == len(parts[1]) == 10 and not set(parts[0]) & set(parts[1])
+
+
+def test_empty_shards_are_skipped(tmp_path):
+    """A worker given only empty shards would spin forever in repeat(); they are left out."""
+    write_split(tmp_path / "train", 12, CFG, num_shards=1, seed=4)
+    (tmp_path / "train" / "part-empty.tfrecord").write_bytes(b"")
+    split = read_split(tmp_path, "train")
+    assert [f.name for f in split.files] == ["part-00000-of-00001.tfrecord"] and split.examples == 12
+    ds = make_dataset(split.files, CFG, 4, num_workers=2, worker_index=1)
+    assert len(list(ds.take(5))) == 5          # record-level sharding over the one real shard
+
+
+def _manifest(tmp_path, shards):
+    manifest = {"format": M.FORMAT, "workers": 2, "compression": "", "splits": {"train": {
+        "examples": sum(n for _, n in shards), "shards": [{"name": s, "examples": n} for s, n in shards]}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_manifest_is_authoritative(tmp_path):
+    write_split(tmp_path / "train", 10, CFG, num_shards=2, seed=5)
+    (tmp_path / "train" / "part-stray.tfrecord").write_bytes(b"not listed")
+    names = ["train/part-00000-of-00002.tfrecord", "train/part-00001-of-00002.tfrecord"]
+    _manifest(tmp_path, [(names[0], 5), ("train/part-empty.tfrecord", 0), (names[1], 5)])
+    split = read_split(tmp_path, "train")
+    assert [f.name for f in split.non_empty] == [n.split("/")[1] for n in names]
+    assert split.examples == 10 and split.missing() == []
+
+
+def test_manifest_of_a_per_worker_staging(tmp_path):
+    """A cluster host stages only its worker's shards: sharding still follows the full list."""
+    write_split(tmp_path / "train", 10, CFG, num_shards=2, seed=6)
+    (tmp_path / "train" / "part-00001-of-00002.tfrecord").unlink()       # worker 1's shard
+    _manifest(tmp_path, [("train/part-00000-of-00002.tfrecord", 5),
+                         ("train/part-00001-of-00002.tfrecord", 5)])
+    split = read_split(tmp_path, "train")
+    assert split.missing(worker_files(split.files, 2, 0)) == []
+    assert [f.name for f in split.missing(worker_files(split.files, 2, 1))] == [
+        "part-00001-of-00002.tfrecord"]
