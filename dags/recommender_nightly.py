@@ -33,33 +33,10 @@ CONFIG = load_config()  # a YAML read, no database: safe at parse time
 DOC = """
 ### Nightly recommender retraining
 
-wait for the data's `_SUCCESS` markers → validate → preprocess (Beam + tf.Transform) → stage
-shards on local SSD → train (one task launching all MultiWorkerMirroredStrategy workers) →
-evaluate against the **served** model → gate → approval of a forced push → push to TF Serving →
-summary.
-
-* **Data date D**: the `run_date` param, else the day the run's data interval starts: the
-  nightly run at 02:00 processes the day that just ended, and a manual run (the form's Logical
-  Date defaults to now) the last *complete* day, the same D as the scheduled run before it.
-  Training uses the `train_days` days before D; evaluation uses D itself.
-* **Unknown param keys** (a typo such as `epoch`) fail the run in `resolve_run`, before any work,
-  naming the key and the valid ones. Manual runs need the DAG unpaused (a paused DAG's runs stay
-  queued); unpausing also schedules the latest interval.
-* **Data landed**: `wait_for_data` defers (no worker slot held) until every partition the run
-  reads has its `_SUCCESS` marker, and fails naming the missing ones `schedule.data_wait_h` hours
-  after the data date ended; a run of a long-past date does not wait (validate checks its files).
-* **Gate**: a NOT_BLESSED model skips the push; the run still succeeds and the `gate` and
-  `summary` task logs say why. `force_push` needs a `force_reason` and, unless
-  `push.force_needs_approval` is off, an Approve in **Required Actions** (`approve_forced_push`,
-  which shows the gate's reasons); Reject or no answer in `push.approval_timeout_s` skips the push.
-* **Assets**: the raw partitions, the transformed examples and the served model
-  (`reco_served_model`, emitted only when a version is published, with its version, data date,
-  AUC and blessing in the event's extra) for downstream DAGs to schedule on.
-* **Backfills** (`airflow backfill create`) never replace a model trained on newer data.
-* Retries only where they help: bad params, bad config and input data that fails validation
-  fail at once; anything else (a killed worker, I/O) retries, and retries are safe: preprocess
-  and push are idempotent, training resumes from its backup. Every failed try logs one
-  `RECO FAILED` line.
+wait for data → validate → preprocess → stage → train → evaluate against the served model →
+gate → approval of a forced push → push to TF Serving → summary. What each param does, how the
+gate decides, backfills, retries and the on-call lines: the project's README ("Operate it") and
+docs/operations.md.
 """
 
 PARAMS = {
@@ -125,6 +102,136 @@ def _no_retry_if_permanent(step):
     return body
 
 
+@task(retries=0, execution_timeout=dt.timedelta(minutes=2))
+def resolve_run() -> dict:
+    """Check the form's params and fix the data date; bad params fail here, before any work."""
+    ctx = get_current_context()
+    dag_run = ctx["dag_run"]
+    resolve = _no_retry_if_permanent(orch.resolve_run)
+    return resolve(dict(ctx["params"]), dag_run.logical_date, dag_run.run_after,
+                   dag_run.run_id, dag_run.data_interval_start).to_dict()
+
+
+@task(execution_timeout=dt.timedelta(minutes=20), inlets=[assets.raw_events(CONFIG), assets.raw_items(CONFIG)])
+def validate(spec: dict) -> dict:
+    """Partitions present, schemas right, row counts and label rate vs the day before."""
+    return _no_retry_if_permanent(orch.run_validate)(_spec(spec))
+
+
+@task(execution_timeout=dt.timedelta(hours=2), outlets=[assets.examples(CONFIG)])
+def preprocess(spec: dict, _validated: dict) -> dict:
+    """Beam + tf.Transform → transformed TFRecord shards (idempotent: reruns replace)."""
+    result = _no_retry_if_permanent(orch.run_preprocess)(_spec(spec))
+    get_current_context()["outlet_events"][assets.examples(CONFIG)].extra = \
+        assets.examples_extra(spec["run_date"], result)
+    return result
+
+
+@task(execution_timeout=dt.timedelta(hours=1))
+def stage(spec: dict, _pre: dict) -> dict:
+    """Copy each worker's shards to local SSD, verified and published atomically."""
+    return _no_retry_if_permanent(orch.run_stage)(_spec(spec))
+
+
+@task(pool=CONFIG.schedule.training_pool,
+      execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600))
+def train(spec: dict, _staged: dict) -> dict:
+    """ONE task launches and supervises all workers (mapped tasks are not co-scheduled)."""
+    return _no_retry_if_permanent(orch.run_train)(_spec(spec))
+
+
+@task(execution_timeout=dt.timedelta(hours=1), inlets=[assets.served_model(CONFIG)])
+def evaluate(spec: dict, _trained: dict) -> dict:
+    """Candidate vs the version TF Serving serves now, on the day-D holdout."""
+    return _no_retry_if_permanent(orch.run_evaluate)(_spec(spec))
+
+
+@task.short_circuit(ignore_downstream_trigger_rules=False, retries=0)
+def gate(spec: dict, evaluation: dict) -> bool:
+    """NOT_BLESSED (or skip_push) skips the push; the run still succeeds."""
+    go, reason = orch.gate(_spec(spec), evaluation)
+    log.info("GATE %s", reason)
+    return go
+
+
+@task(execution_timeout=dt.timedelta(minutes=30), outlets=[assets.SERVED_MODEL_ALIAS])
+def push(spec: dict, evaluation: dict) -> dict:
+    """Atomic publish of a new version into TF Serving's model directory; announces it as
+    the served-model asset event."""
+    approval = get_current_context()["ti"].xcom_pull(task_ids="approve_forced_push")
+    result = _no_retry_if_permanent(orch.run_push)(orch.with_approval(_spec(spec), approval))
+    _announce_served(spec, evaluation, result)
+    return result
+
+
+@task(retries=0, execution_timeout=dt.timedelta(minutes=2))
+def push_overrides(spec: dict) -> dict:
+    """The push pod's config overrides: the run's, and a forced push's reason naming who approved it."""
+    approval = get_current_context()["ti"].xcom_pull(task_ids="approve_forced_push")
+    return orch.with_approval(_spec(spec), approval).config_overrides()
+
+
+@task(retries=0, execution_timeout=dt.timedelta(minutes=2), outlets=[assets.SERVED_MODEL_ALIAS])
+def announce(spec: dict, evaluation: dict, pushed: dict) -> None:
+    """The push pod's result as the served-model asset event (a pod cannot emit one)."""
+    _announce_served(spec, evaluation, pushed)
+
+
+@task(trigger_rule="none_failed", retries=0)
+def summary(spec: dict, preprocessed: dict, trained: dict, evaluation: dict) -> dict:
+    """The run's summary: rows, AUCs, blessing, served version, report and TensorBoard paths."""
+    ctx = get_current_context()
+    pushed = ctx["ti"].xcom_pull(task_ids="push")
+    _, reason = orch.gate(_spec(spec), evaluation)
+    results = {"preprocess": preprocessed, "train": trained, "evaluate": evaluation, "push": pushed}
+    return orch.summarize(_spec(spec), results, reason)
+
+
+def _local_steps(spec, validated):
+    """The local shape: each heavy step a task on this Airflow's workers (Beam's runner from
+    preprocess.runner; stage copies shards to this host's SSD; one task launches the gang)."""
+    preprocessed = preprocess(spec, validated)
+    trained = train(spec, stage(spec, preprocessed))
+    return preprocessed, trained, evaluate(spec, trained)
+
+
+def _pod_steps(spec, validated):
+    """The pod shape: the same CLIs as pods of the worker image (the Airflow image has no
+    TensorFlow); each training worker pod stages its own shards (no stage task)."""
+    from pipeline import k8s_operators as pods
+
+    preprocess_op = pods.preprocess_pod(CONFIG, execution_timeout=dt.timedelta(hours=2),
+                                        doc_md="Beam launcher pod (runner from config).")
+    train_op = pods.train_pod(CONFIG, pool=CONFIG.schedule.training_pool,
+                              execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600),
+                              doc_md="Gang launcher pod: each worker pod stages its own shards "
+                                     "onto its node's SSD (init container), then trains.")
+    evaluate_op = pods.evaluate_pod(CONFIG, execution_timeout=dt.timedelta(hours=1),
+                                    inlets=[assets.served_model(CONFIG)],
+                                    doc_md="Candidate vs the served version (serving volume read-only).")
+    validated >> preprocess_op >> train_op >> evaluate_op
+    return preprocess_op.output, train_op.output, evaluate_op.output
+
+
+def _local_push(spec, evaluation, approved):
+    pushed = push(spec, evaluation)
+    approved >> pushed
+    return pushed
+
+
+def _pod_push(spec, evaluation, approved):
+    """The push pod cannot emit an asset event: `announce` turns its result into one."""
+    from pipeline import k8s_operators as pods
+
+    push_op = pods.push_pod(CONFIG, "push_overrides", execution_timeout=dt.timedelta(minutes=30),
+                            doc_md="Atomic publish into TF Serving's model base (serving volume).")
+    approved >> push_overrides(spec) >> push_op
+    return announce(spec, evaluation, push_op.output)
+
+
+SHAPES = {"local": (_local_steps, _local_push), "kubernetes": (_pod_steps, _pod_push)}
+
+
 @dag(
     dag_id="recommender_nightly",
     schedule=CronDataIntervalTimetable(CONFIG.schedule.cron, timezone=CONFIG.schedule.timezone),
@@ -143,80 +250,8 @@ def _no_retry_if_permanent(step):
     },
 )
 def recommender_nightly():
-    @task(retries=0, execution_timeout=dt.timedelta(minutes=2))
-    def resolve_run() -> dict:
-        """Check the form's params and fix the data date; bad params fail here, before any work."""
-        ctx = get_current_context()
-        dag_run = ctx["dag_run"]
-        resolve = _no_retry_if_permanent(orch.resolve_run)
-        return resolve(dict(ctx["params"]), dag_run.logical_date, dag_run.run_after,
-                       dag_run.run_id, dag_run.data_interval_start).to_dict()
-
-    @task(execution_timeout=dt.timedelta(minutes=20), inlets=[assets.raw_events(CONFIG), assets.raw_items(CONFIG)])
-    def validate(spec: dict) -> dict:
-        """Partitions present, schemas right, row counts and label rate vs the day before."""
-        return _no_retry_if_permanent(orch.run_validate)(_spec(spec))
-
-    @task(execution_timeout=dt.timedelta(hours=2), outlets=[assets.examples(CONFIG)])
-    def preprocess(spec: dict, _validated: dict) -> dict:
-        """Beam + tf.Transform → transformed TFRecord shards (idempotent: reruns replace)."""
-        result = _no_retry_if_permanent(orch.run_preprocess)(_spec(spec))
-        get_current_context()["outlet_events"][assets.examples(CONFIG)].extra = \
-            assets.examples_extra(spec["run_date"], result)
-        return result
-
-    @task(execution_timeout=dt.timedelta(hours=1))
-    def stage(spec: dict, _pre: dict) -> dict:
-        """Copy each worker's shards to local SSD, verified and published atomically."""
-        return _no_retry_if_permanent(orch.run_stage)(_spec(spec))
-
-    @task(pool=CONFIG.schedule.training_pool,
-          execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600))
-    def train(spec: dict, _staged: dict) -> dict:
-        """ONE task launches and supervises all workers (mapped tasks are not co-scheduled)."""
-        return _no_retry_if_permanent(orch.run_train)(_spec(spec))
-
-    @task(execution_timeout=dt.timedelta(hours=1), inlets=[assets.served_model(CONFIG)])
-    def evaluate(spec: dict, _trained: dict) -> dict:
-        """Candidate vs the version TF Serving serves now, on the day-D holdout."""
-        return _no_retry_if_permanent(orch.run_evaluate)(_spec(spec))
-
-    @task.short_circuit(ignore_downstream_trigger_rules=False, retries=0)
-    def gate(spec: dict, evaluation: dict) -> bool:
-        """NOT_BLESSED (or skip_push) skips the push; the run still succeeds."""
-        go, reason = orch.gate(_spec(spec), evaluation)
-        log.info("GATE %s", reason)
-        return go
-
-    @task(execution_timeout=dt.timedelta(minutes=30), outlets=[assets.SERVED_MODEL_ALIAS])
-    def push(spec: dict, evaluation: dict) -> dict:
-        """Atomic publish of a new version into TF Serving's model directory; announces it as
-        the served-model asset event."""
-        approval = get_current_context()["ti"].xcom_pull(task_ids="approve_forced_push")
-        result = _no_retry_if_permanent(orch.run_push)(orch.with_approval(_spec(spec), approval))
-        _announce_served(spec, evaluation, result)
-        return result
-
-    @task(retries=0, execution_timeout=dt.timedelta(minutes=2))
-    def push_overrides(spec: dict) -> dict:
-        """The push pod's config overrides: the run's, and a forced push's reason naming who approved it."""
-        approval = get_current_context()["ti"].xcom_pull(task_ids="approve_forced_push")
-        return orch.with_approval(_spec(spec), approval).config_overrides()
-
-    @task(retries=0, execution_timeout=dt.timedelta(minutes=2), outlets=[assets.SERVED_MODEL_ALIAS])
-    def announce(spec: dict, evaluation: dict, pushed: dict) -> None:
-        """The push pod's result as the served-model asset event (a pod cannot emit one)."""
-        _announce_served(spec, evaluation, pushed)
-
-    @task(trigger_rule="none_failed", retries=0)
-    def summary(spec: dict, preprocessed: dict, trained: dict, evaluation: dict) -> dict:
-        """The run's summary: rows, AUCs, blessing, served version, report and TensorBoard paths."""
-        ctx = get_current_context()
-        pushed = ctx["ti"].xcom_pull(task_ids="push")
-        _, reason = orch.gate(_spec(spec), evaluation)
-        results = {"preprocess": preprocessed, "train": trained, "evaluate": evaluation, "push": pushed}
-        return orch.summarize(_spec(spec), results, reason)
-
+    """Wiring only: the task bodies are above, the shape comes from `execution.backend`."""
+    steps, push_step = SHAPES[CONFIG.execution.backend]
     spec = resolve_run()
     waited = WaitForData(task_id="wait_for_data", spec_task_id="resolve_run", retries=0,
                          wait_h=CONFIG.schedule.data_wait_h, poke_s=CONFIG.schedule.data_poke_s,
@@ -224,44 +259,14 @@ def recommender_nightly():
                          doc_md="Defers until the run's partitions have their _SUCCESS markers.")
     validated = validate(spec)
     spec >> waited >> validated
-    if CONFIG.train.backend == "kubernetes":   # heavy steps as pods, same CLIs and image
-        from pipeline import k8s_operators
-
-        preprocess_op = k8s_operators.preprocess_pod(CONFIG, execution_timeout=dt.timedelta(hours=2),
-                                                     doc_md="Beam launcher pod (runner from config).")
-        validated >> preprocess_op
-        preprocessed = preprocess_op.output
-        train_op = k8s_operators.train_pod(CONFIG, pool=CONFIG.schedule.training_pool,
-                                           execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600),
-                                           doc_md="Gang launcher pod: each worker pod stages its own shards "
-                                                  "onto its node's SSD (init container), then trains.")
-        preprocess_op >> train_op
-        trained = train_op.output
-        evaluate_op = k8s_operators.evaluate_pod(CONFIG, execution_timeout=dt.timedelta(hours=1),
-                                                 inlets=[assets.served_model(CONFIG)],
-                                                 doc_md="Candidate vs the served version (serving volume read-only).")
-        train_op >> evaluate_op
-        evaluation = evaluate_op.output
-    else:
-        preprocessed = preprocess(spec, validated)
-        staged = stage(spec, preprocessed)
-        trained = train(spec, staged)
-        evaluation = evaluate(spec, trained)
-    gated = gate(spec, evaluation)
+    preprocessed, trained, evaluation = steps(spec, validated)
     approved = ForcedPushApproval(
         task_id="approve_forced_push", spec_task_id="resolve_run", eval_task_id="evaluate", retries=0,
         enabled=CONFIG.push.force_needs_approval,
         response_timeout=dt.timedelta(seconds=CONFIG.push.approval_timeout_s),
         doc_md="Waits for Approve in Required Actions when a NOT_BLESSED model is forced.")
-    if CONFIG.train.backend == "kubernetes":
-        push_op = k8s_operators.push_pod(CONFIG, "push_overrides", execution_timeout=dt.timedelta(minutes=30),
-                                         doc_md="Atomic publish into TF Serving's model base (serving volume).")
-        gated >> approved >> push_overrides(spec) >> push_op
-        last = announce(spec, evaluation, push_op.output)
-    else:
-        last = push(spec, evaluation)
-        gated >> approved >> last
-    last >> summary(spec, preprocessed, trained, evaluation)
+    gate(spec, evaluation) >> approved
+    push_step(spec, evaluation, approved) >> summary(spec, preprocessed, trained, evaluation)
 
 
 recommender_nightly()

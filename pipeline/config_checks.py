@@ -16,7 +16,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.batch_size_per_replica": (lambda v: v >= 1, "an int >= 1"),
     "train.learning_rate": (lambda v: v > 0, "a float > 0"),
     "train.clip_norm": (lambda v: v > 0, "a float > 0"),
-    "train.backend": (lambda v: v in ("local", "kubernetes"), "'local' or 'kubernetes'"),
+    "execution.backend": (lambda v: v in ("local", "kubernetes"), "'local' or 'kubernetes'"),
     "train.optimizer": (lambda v: v in ("lazy_adam", "adam"), "'lazy_adam' or 'adam'"),
     "train.warm_start": (lambda v: v in ("none", "served"), "'none' or 'served'"),
     "train.validation_shards": (lambda v: v >= 0, "an int >= 0"),
@@ -34,7 +34,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.progress_timeout_s": (lambda v: v >= 0, "a float >= 0 (seconds; 0 = no progress deadline)"),
     "train.profile_steps": (lambda v: not v or (len(v) == 2 and 0 <= v[0] < v[1]),
                             "empty or [first, last] steps with 0 <= first < last"),
-    "train.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
+    "execution.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
     "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
     "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
@@ -57,4 +57,13 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "schedule.serve_deadline_minutes": (lambda v: v is None or v >= 1, "null (off) or an int >= 1"),
     "eval.batch_size": (lambda v: v >= 1, "an int >= 1"),
     "eval.bootstrap_samples": (lambda v: v >= 0, "an int >= 0 (0 = no bootstrap)"),
+}
+
+# Keys that moved to another section: the old name is refused with a message naming the new one.
+MOVED_KEYS: dict[str, str] = {
+    **{f"train.{key}": f"execution.{key}" for key in (
+        "backend", "image", "namespace", "k8s_flavor", "k8s_artifacts_pvc", "k8s_raw_pvc", "k8s_serving_pvc",
+        "k8s_service_account")},
+    **{f"preprocess.{key}": f"validate.{key}" for key in (
+        "max_label_rate_drift", "warn_label_rate_drift", "max_row_count_drift", "warn_row_count_drift")},
 }

@@ -1,4 +1,4 @@
-"""Heavy steps as KubernetesPodOperator tasks, for `train.backend: kubernetes`.
+"""Heavy steps as KubernetesPodOperator tasks, for `execution.backend: kubernetes`.
 
 Every step that imports TensorFlow or Beam (preprocess, train, evaluate, push) is a pod: the
 Airflow image has the `[airflow]` extra only. The pods run the same CLIs as local runs
@@ -40,11 +40,11 @@ def shared_volumes(config: Config, raw: bool = False, serving: str = "") -> tupl
     every RunPaths path where a local run does."""
     from kubernetes.client import models as k8s
 
-    claims = [("artifacts", config.train.k8s_artifacts_pvc, config.data.artifact_root, False)]
+    claims = [("artifacts", config.execution.k8s_artifacts_pvc, config.data.artifact_root, False)]
     if raw:
-        claims.append(("raw", config.train.k8s_raw_pvc, config.data.raw_root, True))
+        claims.append(("raw", config.execution.k8s_raw_pvc, config.data.raw_root, True))
     if serving:
-        claims.append(("serving", config.train.k8s_serving_pvc, config.data.serving_base, serving == "ro"))
+        claims.append(("serving", config.execution.k8s_serving_pvc, config.data.serving_base, serving == "ro"))
     volumes = [k8s.V1Volume(name=name, persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
         claim_name=claim, read_only=read_only)) for name, claim, _, read_only in claims]
     mounts = [k8s.V1VolumeMount(name=name, mount_path=str(path), read_only=read_only)
@@ -62,8 +62,8 @@ def pod_step(task_id: str, module: str, config: Config, extra_args=(), raw: bool
         volume_mounts=mounts,
         task_id=task_id,
         name=f"reco-{task_id}",
-        namespace=config.train.namespace,
-        image=config.train.image,
+        namespace=config.execution.namespace,
+        image=config.execution.image,
         cmds=["python", "-m", module],
         arguments=[*subcommand, *step_arguments(extra_args, overrides)],
         env_vars=step_env(config),
@@ -85,7 +85,7 @@ def train_pod(config: Config, **task_kwargs: Any):
     """The gang launcher pod: submits the worker manifests and supervises them (all or none), with
     the service account whose Role allows exactly that; reads the chief's result from the store."""
     return pod_step("train", "components.train", config, ["--backend", "kubernetes"],
-                    service_account_name=config.train.k8s_service_account, **task_kwargs)
+                    service_account_name=config.execution.k8s_service_account, **task_kwargs)
 
 
 def evaluate_pod(config: Config, **task_kwargs: Any):

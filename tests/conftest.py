@@ -39,8 +39,8 @@ TINY = {
     "preprocess.direct_num_workers": 1,
     # A few hundred users make daily click rates swing by tens of percent: only the real data's
     # bounds are tight; these tests inject drift explicitly where they test it.
-    "preprocess.max_label_rate_drift": 2.0,
-    "preprocess.max_row_count_drift": 2.0,
+    "validate.max_label_rate_drift": 2.0,
+    "validate.max_row_count_drift": 2.0,
 }
 
 

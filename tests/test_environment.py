@@ -46,7 +46,7 @@ def test_the_airflow_extra_installs_without_tensorflow_and_parses_the_dag(tmp_pa
     # kubernetes: no stage task (workers stage in pods), + push_overrides and announce around the push pod
     for backend, tasks in (("local", 11), ("kubernetes", 12)):
         env = {"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path / f"home-{backend}"),
-               "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "RECO__TRAIN__BACKEND": backend}
+               "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "RECO__EXECUTION__BACKEND": backend}
         done = subprocess.run([python, "-c", PARSE, str(PROJECT_ROOT / "dags"), json.dumps(WORKER_ONLY_MODULES)],
                               capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -17,14 +17,14 @@ def main(argv=None) -> int:
     p = add_run_arguments(argparse.ArgumentParser(prog="python -m components.train", description=__doc__))
     p.add_argument("--workers", type=int, help="gang size (default: train.workers)")
     p.add_argument("--epochs", type=int, help="default: train.epochs")
-    p.add_argument("--backend", choices=("local", "kubernetes"), help="default: train.backend")
+    p.add_argument("--backend", choices=("local", "kubernetes"), help="default: execution.backend")
     p.add_argument("--data-dir", type=Path, help="shards with train/ and eval/ (default: staged)")
     args = p.parse_args(argv)
     setup_logging()
     from components.train import run
     from components.train.gang.launcher import GangError
 
-    flags = {"train.workers": args.workers, "train.epochs": args.epochs, "train.backend": args.backend}
+    flags = {"train.workers": args.workers, "train.epochs": args.epochs, "execution.backend": args.backend}
     return run_step(args, run, GangError, args.data_dir,
                     extra_overrides={k: v for k, v in flags.items() if v is not None})
 

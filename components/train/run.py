@@ -20,7 +20,7 @@ def run(config: Config, paths: RunPaths, data_dir: Path | None = None) -> TrainR
     write_json_atomic(config_json, config.to_dict())
     result_path = paths.train_dir / "result.json"
     result_path.unlink(missing_ok=True)
-    if config.train.backend == "kubernetes":
+    if config.execution.backend == "kubernetes":
         from components.train.k8s.submit import submit_and_wait
         submit_and_wait(config, paths, config_json)
     else:

@@ -47,9 +47,9 @@ def _baseline(paths: RunPaths, day: dt.date, stats: dict) -> dict | None:
 
 
 def _drift_checks(config: Config, paths: RunPaths, stats: dict) -> tuple[list[str], list[str], dict]:
-    pre = config.preprocess
-    bounds = {"label_rate": (pre.warn_label_rate_drift, pre.max_label_rate_drift),
-              "rows": (pre.warn_row_count_drift, pre.max_row_count_drift)}
+    bounds_cfg = config.validate
+    bounds = {"label_rate": (bounds_cfg.warn_label_rate_drift, bounds_cfg.max_label_rate_drift),
+              "rows": (bounds_cfg.warn_row_count_drift, bounds_cfg.max_row_count_drift)}
     warnings, failures, drifts = [], [], {}
     for day in sorted(stats):
         base = _baseline(paths, day, stats)

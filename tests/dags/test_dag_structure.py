@@ -178,7 +178,7 @@ bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({"errors": {k: v[-300:] for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
                   "tasks": len(bag.dags["recommender_nightly"].tasks) if bag.dag_ids else 0}))
 """
-    env = {**os.environ, **AIRFLOW_ENV, "RECO__TRAIN__BACKEND": backend}
+    env = {**os.environ, **AIRFLOW_ENV, "RECO__EXECUTION__BACKEND": backend}
     done = subprocess.run([sys.executable, "-c", code, str(PROJECT_ROOT / "dags"), json.dumps(WORKER_ONLY_MODULES)],
                           capture_output=True, text=True, env=env, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -209,8 +209,9 @@ out["tasks"] = sorted(dag.task_ids)
 out["announce_upstream"] = sorted(dag.get_task("announce").upstream_task_ids)
 print(json.dumps(out))
 """
-    env = {**os.environ, **AIRFLOW_ENV, "RECO__TRAIN__BACKEND": "kubernetes", "RECO__TRAIN__IMAGE": "reco-worker:1.2",
-           "RECO__TRAIN__NAMESPACE": "ml", "RECO__PREPROCESS__RUNNER": "DataflowRunner",
+    env = {**os.environ, **AIRFLOW_ENV, "RECO__EXECUTION__BACKEND": "kubernetes",
+           "RECO__EXECUTION__IMAGE": "reco-worker:1.2", "RECO__EXECUTION__NAMESPACE": "ml",
+           "RECO__PREPROCESS__RUNNER": "DataflowRunner",
            "RECO__PREPROCESS__BEAM_ARGS": "['--project=acme', '--region=europe-west4']"}
     done = subprocess.run([sys.executable, "-c", code, str(PROJECT_ROOT / "dags")], capture_output=True, text=True,
                           env=env, timeout=300)

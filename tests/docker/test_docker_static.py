@@ -117,7 +117,7 @@ def test_compose_builds_from_the_repo_and_runs_the_project_init():
     assert Path(PROJECT_ROOT / "scripts" / "airflow_env.sh").exists()
     worker = dict(dockerfile_instructions("worker.Dockerfile"))
     assert "components.train.worker" in worker["CMD"]
-    assert (PROJECT_ROOT / "components" / "train" / "worker.py").exists()
+    assert (PROJECT_ROOT / "components" / "train" / "worker" / "__main__.py").exists()
 
 
 def _serving_flags() -> dict[str, str]:

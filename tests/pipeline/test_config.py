@@ -84,3 +84,24 @@ def test_ints_widen_to_floats_and_optional_accepts_null():
     config = load_config(env={}, overrides={"train.learning_rate": 1, "eval.max_auc_drop": None})
     assert config.train.learning_rate == 1.0 and isinstance(config.train.learning_rate, float)
     assert config.eval.max_auc_drop is None
+
+
+def test_the_shipped_params_file_changes_no_default(tmp_path):
+    """conf/params.yaml shows values; the dataclasses define them: a user's own RECO_CONFIG that
+    omits a key must get what the docs say, so the shipped file may not differ from an empty one."""
+    from pipeline.config import DEFAULT_CONFIG_FILE
+
+    empty = write(tmp_path, "")
+    assert load_config(DEFAULT_CONFIG_FILE, env={}) == load_config(empty, env={})
+
+
+@pytest.mark.parametrize("old, new", [("train.backend", "execution.backend"),
+                                      ("train.k8s_flavor", "execution.k8s_flavor"),
+                                      ("preprocess.max_label_rate_drift", "validate.max_label_rate_drift")])
+def test_a_moved_key_is_refused_naming_its_new_place(tmp_path, old, new):
+    section, key = old.split(".")
+    for load in (lambda: load_config(write(tmp_path, f"{section}:\n  {key}: 1\n"), env={}),
+                 lambda: load_config(env={f"RECO__{section.upper()}__{key.upper()}": "1"}),
+                 lambda: load_config(env={}, overrides={old: 1})):
+        with pytest.raises(ConfigError, match=f"'{old}' moved: it is now '{new}'"):
+            load()

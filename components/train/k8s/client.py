@@ -19,7 +19,7 @@ TFJOB = ("kubeflow.org", "v1", "tfjobs")
 
 def rbac(config: Config) -> list[dict[str, Any]]:
     """ServiceAccount + Role + RoleBinding for the launcher pod: the calls KubeCluster makes."""
-    ns, sa = config.train.namespace, config.train.k8s_service_account
+    ns, sa = config.execution.namespace, config.execution.k8s_service_account
     meta = {"name": sa, "namespace": ns, "labels": {"app": "reco-nightly"}}
     verbs = ["create", "get", "delete"]
     rules = [{"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": verbs},

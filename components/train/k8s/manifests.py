@@ -80,7 +80,7 @@ def _mounts(config: Config) -> list[dict[str, Any]]:
 
 def stage_container(config: Config, paths: RunPaths, env: list[dict[str, Any]]) -> dict[str, Any]:
     """The init container: copy this worker's shards from the shared store to the node's SSD."""
-    return {"name": "stage", "image": config.train.image, "env": env, "volumeMounts": _mounts(config),
+    return {"name": "stage", "image": config.execution.image, "env": env, "volumeMounts": _mounts(config),
             "command": ["python", "-m", "components.stage", "--config", f"{CONFIG_MOUNT}/config.json",
                         "--date", paths.ds, "--run-id", paths.run_id,
                         "--worker", f"$({WORKER_INDEX_ENV})", "--workers", str(config.train.workers)]}
@@ -93,7 +93,8 @@ def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
     if config.train.gpus_per_worker:
         # A Quantity, which the API's schema types as a string.
         resources = {"limits": {"nvidia.com/gpu": str(config.train.gpus_per_worker)}}
-    index = {"name": WORKER_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": INDEX_FIELD[config.train.k8s_flavor]}}}
+    field_path = INDEX_FIELD[config.execution.k8s_flavor]
+    index = {"name": WORKER_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
     env = [index, *_env(extra_env)]
     return {
         "restartPolicy": "Never",
@@ -101,7 +102,7 @@ def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
         "initContainers": [stage_container(config, paths, env)],
         "containers": [{
             "name": container,
-            "image": config.train.image,
+            "image": config.execution.image,
             "command": worker_command(paths),
             "env": env,
             "ports": [{"name": "tfjob-port", "containerPort": PORT}],
@@ -111,7 +112,7 @@ def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
         "volumes": [
             {"name": "config", "configMap": {"name": f"{name}-config"}},
             {"name": "artifacts",
-             "persistentVolumeClaim": {"claimName": config.train.k8s_artifacts_pvc}},
+             "persistentVolumeClaim": {"claimName": config.execution.k8s_artifacts_pvc}},
             {"name": "ssd", "hostPath": {"path": str(config.data.staging_root),
                                          "type": "DirectoryOrCreate"}},
         ],
@@ -129,7 +130,7 @@ def tfjob(config: Config, paths: RunPaths, name: str) -> dict[str, Any]:
     n = config.train.workers
     return {
         "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
-        "metadata": {"name": name, "namespace": config.train.namespace,
+        "metadata": {"name": name, "namespace": config.execution.namespace,
                      "labels": _labels(name)},
         "spec": {
             # "Running": the operator stops the peers of a failed worker but keeps the failed pod
@@ -148,7 +149,7 @@ def tfjob(config: Config, paths: RunPaths, name: str) -> dict[str, Any]:
 
 def indexed_job(config: Config, paths: RunPaths, name: str) -> list[dict[str, Any]]:
     """Headless Service + Indexed Job: stable DNS names per index, fail the Job on any failure."""
-    n, ns = config.train.workers, config.train.namespace
+    n, ns = config.train.workers, config.execution.namespace
     hosts = ",".join(f"{name}-{i}.{name}:{PORT}" for i in range(n))
     service = {
         "apiVersion": "v1", "kind": "Service",
@@ -172,8 +173,8 @@ def indexed_job(config: Config, paths: RunPaths, name: str) -> list[dict[str, An
 def render(config: Config, paths: RunPaths, config_json: str) -> list[dict[str, Any]]:
     """All objects of one training run, in apply order."""
     name = resource_name(paths)
-    docs = [config_map(config_json, name, config.train.namespace)]
-    if config.train.k8s_flavor == "tfjob":
+    docs = [config_map(config_json, name, config.execution.namespace)]
+    if config.execution.k8s_flavor == "tfjob":
         docs.append(tfjob(config, paths, name))
     else:
         docs += indexed_job(config, paths, name)

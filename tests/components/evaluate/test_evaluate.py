@@ -90,7 +90,7 @@ def test_cli_override_reruns_the_same_run_and_replaces_the_verdict(runs, tmp_pat
     assert (paths.eval_dir / NOT_BLESSED).exists() and not (paths.eval_dir / BLESSED).exists()
     assert _metrics(paths)["thresholds"]["min_auc"] == 0.99
     assert not [p for p in paths.eval_dir.parent.iterdir() if p.name.startswith(".")]
-    # A pod (train.backend: kubernetes) exits 0 on a verdict; the gate reads it from the result.
+    # A pod (execution.backend: kubernetes) exits 0 on a verdict; the gate reads it from the result.
     result_json = tmp_path / "return.json"
     assert main([*argv, "--set", "eval.min_auc=0.99", "--exit-zero", "--result-json", str(result_json)]) == 0
     assert json.loads(result_json.read_text())["blessed"] is False

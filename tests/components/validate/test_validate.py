@@ -14,8 +14,8 @@ from tests.conftest import make_tiny_config
 
 SMALL = {"generator.events_per_day": 400, "generator.items": 100, "generator.users": 150,
          # the production bounds, explicitly (the session's tiny config loosens them)
-         "preprocess.warn_label_rate_drift": 0.2, "preprocess.max_label_rate_drift": 0.5,
-         "preprocess.warn_row_count_drift": 0.3, "preprocess.max_row_count_drift": 0.8}
+         "validate.warn_label_rate_drift": 0.2, "validate.max_label_rate_drift": 0.5,
+         "validate.warn_row_count_drift": 0.3, "validate.max_row_count_drift": 0.8}
 
 
 def _config(tmp_path, **extra):
@@ -93,7 +93,7 @@ def test_label_rate_drift_fails_and_is_not_recorded_as_baseline(tmp_path):
     with pytest.raises(ValidationError, match=r"ds=2026-11-04: label_rate .* exceeds the bound 50%"):
         run(config, paths)
     assert not (paths.validation_history_dir / "ds=2026-11-04.json").exists()
-    loose = config.with_overrides({"preprocess.max_label_rate_drift": 5.0})
+    loose = config.with_overrides({"validate.max_label_rate_drift": 5.0})
     result = run(loose, paths)
     assert any("2026-11-04: label_rate" in w and "warning level" in w for w in result.warnings)
 

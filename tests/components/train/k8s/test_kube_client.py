@@ -15,7 +15,7 @@ from tests.components.train.kube_api_standin import CRASH_LOG, STAGE_LOG, KubeAp
 
 
 def _run(tmp_path, flavor: str, **overrides) -> tuple[Config, RunPaths]:
-    config = Config().with_overrides({"train.workers": 2, "train.namespace": "ml", "train.k8s_flavor": flavor,
+    config = Config().with_overrides({"train.workers": 2, "execution.namespace": "ml", "execution.k8s_flavor": flavor,
                                       "data.artifact_root": str(tmp_path / "artifacts"), **overrides})
     return config, RunPaths.for_run(config, "2026-11-08", "scheduled__2026-11-08T02:00:00+00:00")
 

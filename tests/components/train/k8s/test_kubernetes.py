@@ -15,7 +15,7 @@ from pipeline.paths import RunPaths
 
 
 def _config(**train) -> Config:
-    base = {"train.workers": 3, "train.image": "registry/reco-worker:1.2", "train.namespace": "ml",
+    base = {"train.workers": 3, "execution.image": "registry/reco-worker:1.2", "execution.namespace": "ml",
             "train.gpus_per_worker": 1, "train.timeout_s": 1800.0,
             "data.artifact_root": "/mnt/artifacts", "data.staging_root": "/mnt/ssd"}
     return Config().with_overrides({**base, **train})
@@ -75,7 +75,7 @@ def test_tfjob_manifest():
 
 
 def test_indexed_job_with_headless_service():
-    config = _config(**{"train.k8s_flavor": "indexed-job", "train.gpus_per_worker": 0})
+    config = _config(**{"execution.k8s_flavor": "indexed-job", "train.gpus_per_worker": 0})
     paths = _paths(config)
     cm, service, job = _render(config, paths)
     name = k8s.resource_name(paths)
@@ -148,7 +148,7 @@ def test_submit_waits_for_success_then_cleans_up(tmp_path, monkeypatch):
 
 def test_failed_job_is_deleted_and_raises_with_the_failed_pods_log(tmp_path, monkeypatch):
     monkeypatch.setattr(k8s, "POLL_S", 0.01)
-    config = _config(**{"data.artifact_root": str(tmp_path), "train.k8s_flavor": "indexed-job"})
+    config = _config(**{"data.artifact_root": str(tmp_path), "execution.k8s_flavor": "indexed-job"})
     paths, cfg_json = _paths(config), tmp_path / "config.json"
     cfg_json.write_text("{}")
     cluster = FakeCluster([{"active": 3}, {"failed": 1, "active": 2}])
@@ -176,7 +176,7 @@ def _api_schema_round_trip(doc: dict, model: str) -> dict:
 
 @pytest.mark.parametrize("flavor", ["tfjob", "indexed-job"])
 def test_rendered_objects_are_valid_kubernetes_api_objects(flavor):
-    config = _config(**{"train.k8s_flavor": flavor})
+    config = _config(**{"execution.k8s_flavor": flavor})
     docs = _render(config, _paths(config)) + rbac(config)
     for doc in docs:
         if doc["kind"] == "TFJob":      # a CRD the client has no model of: check its pod template
@@ -187,14 +187,14 @@ def test_rendered_objects_are_valid_kubernetes_api_objects(flavor):
 
 
 def test_schema_check_catches_a_misspelt_field():
-    config = _config(**{"train.k8s_flavor": "indexed-job"})
+    config = _config(**{"execution.k8s_flavor": "indexed-job"})
     job = _render(config, _paths(config))[-1]
     job["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []     # not an API field
     assert _api_schema_round_trip(job, "V1Job") != job
 
 
 def test_rbac_cli_prints_the_launchers_account_role_and_binding(capsys, monkeypatch):
-    monkeypatch.setenv("RECO__TRAIN__NAMESPACE", "ml")
+    monkeypatch.setenv("RECO__EXECUTION__NAMESPACE", "ml")
     assert cli.main(["rbac"]) == 0
     account, role, binding = yaml.safe_load_all(capsys.readouterr().out)
     assert account["kind"] == "ServiceAccount" and account["metadata"]["namespace"] == "ml"

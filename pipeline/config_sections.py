@@ -1,0 +1,174 @@
+"""The params file's sections, one frozen dataclass each: the one place every default is defined.
+
+conf/params.yaml may show values, but loading it must give exactly these defaults
+(tests/pipeline/test_config.py), so a user's own params file that omits a key gets what the
+docs say. Checks of ranges are in config_checks.py; loading is config.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    raw_root: Path = PROJECT_ROOT / "var" / "data"
+    artifact_root: Path = PROJECT_ROOT / "var" / "artifacts"
+    staging_root: Path = PROJECT_ROOT / "var" / "ssd"        # the training hosts' local SSD
+    serving_base: Path = PROJECT_ROOT / "var" / "serving"    # TF Serving's model base dir
+    artifact_store: str = ""     # URL (gs://, s3://, any fsspec) the run's outputs are mirrored to; "" = off
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    train_days: int = 3           # N days before the run date D are the training window
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    users: int = 2000
+    items: int = 1000
+    events_per_day: int = 4000
+    ctr: float = 0.12
+    seed: int = 7
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    """Day-over-day drift bounds of the raw partitions (components/validate)."""
+
+    max_label_rate_drift: float = 0.5    # |today/yesterday - 1| above this fails
+    warn_label_rate_drift: float = 0.2
+    max_row_count_drift: float = 0.8
+    warn_row_count_drift: float = 0.3
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    runner: str = "DirectRunner"
+    direct_running_mode: str = "auto"    # auto: in_memory for small inputs, else multi_processing
+    direct_num_workers: int = 0          # 0 = one per core
+    beam_args: tuple[str, ...] = ()      # passed through to PipelineOptions
+    max_rejected_fraction: float = 0.01
+    readers_per_worker: int = 2          # shards = workers x readers_per_worker x shard_multiple
+    shard_multiple: int = 4
+    compression: str = ""                # "" or "GZIP"; uncompressed reads much faster (docs/benchmarks.md)
+    side_input_max_items: int = 100_000  # side-input join up to this (~8.3 KB/item/worker), else CoGBK
+    staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    title_len: int = 20
+    title_vocab_size: int = 50_000
+    history_len: int = 50
+    item_vocab_size: int = 100_000
+    oov_buckets: int = 10
+    embedding_dim: int = 128
+    lstm_units: int = 64
+    image_units: tuple[int, ...] = (128, 64)
+    hidden_units: int = 256
+    architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
+    user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
+    attention_units: int = 64            # DIN attention MLP width
+    content_units: int = 32              # DIN content memory: projected image per item id
+    content_weight: float = 0.1          # weight of its fitting loss beside the click loss
+    user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
+    dropout: float = 0.1
+    embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
+    serving_xla: bool | None = None      # XLA-compile the export's model part; null: where it pays
+
+    @property
+    def xla_export(self) -> bool:
+        """By default XLA only fuses the reference model's LSTM loops; din has none (docs/serving.md)."""
+        return self.architecture == "reference" if self.serving_xla is None else self.serving_xla
+
+
+@dataclass(frozen=True)
+class ExecutionConfig:
+    """Where the heavy steps run, for the whole run: "local" (this host: Beam's runner from
+    preprocess.runner, training workers as processes) or "kubernetes" (preprocess, train,
+    evaluate and push as pods of one image; training workers as a TFJob or Indexed Job)."""
+
+    backend: str = "local"               # "local" processes or "kubernetes" pods
+    image: str = "reco-worker:latest"    # container image for the kubernetes backend
+    namespace: str = "default"
+    k8s_flavor: str = "tfjob"            # "tfjob" (Kubeflow) or "indexed-job" (+ headless Service)
+    k8s_artifacts_pvc: str = "reco-artifacts"   # shared volume with artifact_root
+    k8s_raw_pvc: str = "reco-raw"               # shared volume with raw_root (read by the preprocess pod)
+    k8s_serving_pvc: str = "reco-serving"       # TF Serving's model base (evaluate reads, push writes)
+    k8s_service_account: str = "reco-launcher"  # launcher pods; RBAC: python -m components.train.k8s rbac
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    workers: int = 2
+    epochs: int = 4                      # at most: early stopping restores the best epoch by val AUC
+    batch_size_per_replica: int = 256
+    learning_rate: float = 0.001         # per replica; scaled linearly by replicas
+    clip_norm: float = 5.0
+    mixed_precision: bool = False        # used only when GPUs are present
+    startup_timeout_s: float = 120.0     # peers that never arrive fail the gang
+    kill_grace_s: float = 5.0            # SIGTERM -> SIGKILL escalation
+    progress_timeout_s: float = 600.0    # no heartbeat, or no step while fitting, this long: stop (0: off)
+    timeout_s: float = 3600.0
+    gpus_per_worker: int = 0
+    threads_per_worker: int = 0          # TF intra-op threads; 0 = cores / workers on this host
+    pin_cpus: bool = False               # pin worker i to its own cores (benchmarks)
+    readers: int = 4                     # files read in parallel per worker
+    deterministic: bool = False          # reproducible input order (tests)
+    seed: int = 0
+    export: bool = True                  # false: train + evaluate only (benchmarks)
+    warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
+    optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
+    validation_shards: int = 1           # train shards held out for early stopping (0 = none)
+    early_stopping_patience: int = 1     # epochs without a better val AUC before stopping
+    backup_interval_s: float = 300.0     # back up at an epoch end this long after the last (0: every epoch)
+    profile_steps: tuple[int, ...] = ()  # (first, last): TF profile of those steps, train/profile/worker-i
+    xla_optimizer: bool = False          # XLA-compiled optimizer update (slower with lazy_adam: docs/benchmarks.md)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    min_auc: float | None = 0.55
+    max_log_loss: float | None = None
+    max_auc_drop: float | None = 0.01     # candidate AUC may be at most this below baseline
+    drop_needs_significance: bool = True  # ...unless the paired bootstrap cannot tell them apart
+    slices: tuple[str, ...] = ("category", "platform")
+    min_slice_size: int = 100
+    bootstrap_samples: int = 200
+    seed: int = 0
+    batch_size: int = 1024           # rows per scoring call through the serving signature
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    model_name: str = "recommender"
+    keep_versions: int = 5
+    allow_backfill: bool = False     # a run older than the served model's data never serves
+    force: bool = False              # push even if NOT_BLESSED: one run's param, never a default
+    force_reason: str | None = None  # required with force; recorded in the push record
+    tflite: bool = False
+    warmup_requests: int = 8         # also the number of eval examples verified after publish
+    warmup_batch_sizes: tuple[int, ...] = (1,)  # shapes compiled at load (XLA export compile: docs/benchmarks.md)
+    verify_tolerance: float = 1e-5   # max |served - evaluated| probability on the same examples
+    verify_timeout_s: float = 300.0  # the fresh verification process
+    force_needs_approval: bool = True  # a forced push waits for Approve in Airflow's Required Actions
+    approval_timeout_s: float = 14_400.0  # no answer by then: Reject (no push)
+    serving_url: str = ""            # TF Serving REST, e.g. http://tf-serving:8501: label canary, then stable
+    label_wait_s: float = 300.0      # how long the new version may take to become AVAILABLE there
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    cron: str = "0 2 * * *"
+    timezone: str = "UTC"
+    training_pool: str = "training"
+    training_pool_slots: int = 1
+    retries: int = 1
+    retry_delay_s: float = 120.0
+    data_wait_h: float = 8.0                # wait for _SUCCESS markers until D ends + this (0: never wait)
+    data_poke_s: float = 60.0               # how often the triggerer looks for them
+    serve_deadline_minutes: int | None = None  # Deadline Alert after the run is queued (experimental)
