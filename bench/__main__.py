@@ -1,4 +1,7 @@
-"""`python -m bench [name ...]`: run the benchmarks (all by default), one after another."""
+"""`python -m bench [name ...]`: run the benchmarks (all by default), one after another.
+
+`python -m bench report [--check]` regenerates the tables of docs/benchmarks.md instead (bench/report.py).
+"""
 from __future__ import annotations
 
 import importlib
@@ -10,6 +13,10 @@ BENCHMARKS = ("generate", "preprocess", "scale", "train", "serving", "quality", 
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["report"]:      # not a benchmark: regenerates docs/benchmarks.md from bench/results
+        from bench.report import main as report
+
+        return report(argv[1:])
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     names = argv or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
