@@ -157,14 +157,14 @@ def measure_in_processes(model_dir: Path, alt_dir: Path | None, processes: int) 
     return figures
 
 
-def tflite_figures(model_dir: Path, example: dict, model_cfg) -> dict:
+def tflite_figures(model_dir: Path, example: dict) -> dict:
     """Size and batch-1 latency of the TF Lite core beside the SavedModel's (components/push/tflite.py)."""
     from components.push import tflite
 
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-tflite-") as tmp:
         report = tflite.convert_and_measure(model_dir, Path(tmp) / "model.tflite", [example],
-                                            model_cfg=model_cfg, runs=RUNS, time_savedmodel=False)
+                                            runs=RUNS, time_savedmodel=False)
     raw_sig, core = report["raw_signature"], report.get("core", {})
     figures["tflite_raw_signature"] = (
         f"converts only with {raw_sig.get('mode')}; " + ("runs" if "tflite" in raw_sig else "needs the Flex "
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict:
         if alt_dir is not None:
             figures["alt_export"] = "plain" if figures["xla_compiled"] else "XLA-compiled"
         figures["load_avg_1m"] = os.getloadavg()[0]        # other processes on the cores skew p99
-        figures |= tflite_figures(model_dir, example_request(), config.model)
+        figures |= tflite_figures(model_dir, example_request())
     figures["p50_over_edge_reference"] = figures["p50_ms"] / REFERENCE_EDGE_MS
     figures.update(reference_edge_ms=REFERENCE_EDGE_MS, goal_p50_ms=GOAL_P50_MS, goal_p99_ms=GOAL_P99_MS,
                    meets_goal=figures["p50_ms"] < GOAL_P50_MS and figures["p99_ms"] < GOAL_P99_MS)

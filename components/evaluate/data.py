@@ -29,7 +29,6 @@ from pipeline.paths import RunPaths
 log = logging.getLogger(__name__)
 
 _ITEM_SIDE = (F.TITLE, F.CATEGORY, F.PRICE)          # slice columns taken from the catalog
-_EVENT_BASE = (*rows.EVENT_COLUMNS, F.USER_ID, F.PLATFORM, F.HOUR)
 
 
 class EvalDataError(RuntimeError):
@@ -114,7 +113,7 @@ class EvalData:
         self.truncated = 0
 
     def __iter__(self) -> Iterator[EvalBatch]:
-        columns = list(dict.fromkeys([*_EVENT_BASE, *self.event_slices]))
+        columns = list(dict.fromkeys([*rows.MODEL_EVENT_COLUMNS, *self.event_slices]))
         for path in self.files:
             parquet = pq.ParquetFile(path)
             missing = set(columns) - set(parquet.schema_arrow.names)

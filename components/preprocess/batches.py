@@ -28,9 +28,6 @@ class ItemBatch:
         return ItemBatch(self.item_ids[index], self.titles[index], self.images[index])
 
 
-EVENT_COLUMNS = (*rows.EVENT_COLUMNS, F.USER_ID, F.PLATFORM, F.HOUR)   # what preprocess reads
-
-
 @dataclass
 class EventBatch:
     split: str

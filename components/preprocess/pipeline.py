@@ -27,10 +27,9 @@ from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
 from components.preprocess import sinks
 from components.preprocess import steps as S
 from components.preprocess import transform as T
-from components.preprocess.batches import EVENT_COLUMNS
 from pipeline.config import Config
 from pipeline.contracts.inputs import Inputs
-from pipeline.contracts.rows import ITEM_COLUMNS
+from pipeline.contracts.rows import ITEM_COLUMNS, MODEL_EVENT_COLUMNS
 
 STATS_DIR = "_stats"
 
@@ -61,7 +60,7 @@ def _events(p, tag: str, inputs: Inputs, catalog):
     """Both splits from one read; each table is tagged by the split its file belongs to."""
     split_of = {str(f): split for split, by_day in (("train", inputs.train), ("eval", inputs.eval))
                 for files in by_day.values() for f in files}
-    checked = (_read(p, f"{tag}ReadEvents", sorted(split_of), EVENT_COLUMNS)
+    checked = (_read(p, f"{tag}ReadEvents", sorted(split_of), MODEL_EVENT_COLUMNS)
                | f"{tag}ValidateEvents" >> beam.ParDo(S.ValidateEvents(split_of), catalog)
                .with_outputs("rejected", "counts", main="events"))
     return checked

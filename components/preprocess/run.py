@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from components.preprocess.report import row_report
-from components.validate import ValidationError, check_inputs
 from pipeline.config import Config
 from pipeline.contracts import manifest as M
+from pipeline.contracts.inputs import ValidationError, check_inputs
 from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import PreprocessResult

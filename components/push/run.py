@@ -30,7 +30,6 @@ from pipeline.results import PushResult
 
 log = logging.getLogger(__name__)
 
-RUN_RECORD = "push_record.json"
 
 
 class PushError(RuntimeError):
@@ -114,15 +113,13 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     log.info("version %d serves; %s", version, check.detail)
     return PushResult(pushed=True, reason=f"pushed version {version}: {check.detail}", version=version,
                       version_dir=str(vdir), served_version=version,
-                      record_path=str(paths.push_dir / RUN_RECORD))
+                      record_path=str(paths.push_dir / serving.PUSH_RECORD))
 
 
 def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, version: int,
                  served: int | None, flags: dict[str, Any]) -> dict[str, Any]:
     """What was pushed, from which run and evaluation, and what the model server must provide."""
-    from components.train import tf_serving_flags
-
-    server_flags = tf_serving_flags(paths.model_dir)
+    server_flags = serving.export_facts(paths.model_dir)["tf_serving_flags"]
     if server_flags:
         log.info("version %d needs TF Serving started with %s (its model part is XLA-compiled: "
                  "model.serving_xla)", version, " ".join(server_flags))
@@ -156,7 +153,7 @@ def _already_served(config: Config, paths: RunPaths, served: int, record: dict[s
     reason = f"this model is already served as version {served} (retry of a completed push)"
     _write_run_record(paths, {**record, "pushed": True, "note": reason})
     return PushResult(pushed=True, reason=reason, version=served, version_dir=str(vdir),
-                      served_version=served, record_path=str(paths.push_dir / RUN_RECORD))
+                      served_version=served, record_path=str(paths.push_dir / serving.PUSH_RECORD))
 
 
 def _skip(paths: RunPaths, reason: str, served: int | None = None) -> PushResult:
@@ -165,7 +162,7 @@ def _skip(paths: RunPaths, reason: str, served: int | None = None) -> PushResult
     _write_run_record(paths, {"pushed": False, "reason": reason, "run_id": paths.run_id,
                               "run_date": paths.ds, "served_version": served, "at": publish.now_iso()})
     return PushResult(pushed=False, reason=reason, served_version=served,
-                      record_path=str(paths.push_dir / RUN_RECORD))
+                      record_path=str(paths.push_dir / serving.PUSH_RECORD))
 
 
 def _maybe_tflite(config: Config, paths: RunPaths, examples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -173,9 +170,8 @@ def _maybe_tflite(config: Config, paths: RunPaths, examples: list[dict[str, Any]
         return None
     from components.push.tflite import convert_and_measure
 
-    return convert_and_measure(paths.model_dir, paths.push_dir / "model.tflite", examples,
-                               model_cfg=config.model, runs=100)
+    return convert_and_measure(paths.model_dir, paths.push_dir / "model.tflite", examples, runs=100)
 
 
 def _write_run_record(paths: RunPaths, record: dict[str, Any]) -> None:
-    fsutil.write_json_atomic(paths.push_dir / RUN_RECORD, record)
+    fsutil.write_json_atomic(paths.push_dir / serving.PUSH_RECORD, record)

@@ -5,9 +5,10 @@ Two conversions, each recorded with its error verbatim (docs/serving.md has the 
    (Flex: the device runtime must link TensorFlow kernels). Its tf.Transform part (string
    split, vocabulary hash tables) has no builtin kernels, and the LSTMs were traced with a
    dynamic batch, so their TensorList loop state has no static shape: builtins fail.
-2. The core model on transformed features (title_ids, image, history_ids) rebuilt from the
-   SavedModel's variables and retraced with batch 1: static shapes let the converter lower
-   the LSTM loops to builtins. On a device the app then tokenises and looks up ids itself.
+2. The export's `core_batch1` signature: the core model on transformed features (title_ids,
+   image, history_ids, ...) traced with batch 1 at export time, whose static shapes let the
+   converter lower the LSTM loops to builtins. On a device the app then tokenises and looks up
+   ids itself. Push needs only the export for this, never the model code.
 """
 from __future__ import annotations
 
@@ -20,14 +21,13 @@ from typing import Any
 import numpy as np
 
 from components.push import serving_files
-from components.train import load_keras_model
 from pipeline import fsutil
 from pipeline.contracts import features as F
 from pipeline.contracts import signature
 
 log = logging.getLogger(__name__)
 
-SIGNATURE, OUTPUT = signature.SERVING_DEFAULT, signature.OUTPUT
+SIGNATURE, OUTPUT, CORE = signature.SERVING_DEFAULT, signature.OUTPUT, signature.CORE_BATCH1
 
 
 def convert_raw(saved_model_dir: Path) -> tuple[bytes | None, str | None, dict[str, str]]:
@@ -79,20 +79,18 @@ def savedmodel_latency(saved_model_dir: Path, inputs: dict[str, np.ndarray], run
     return latency_ms(lambda: fn(**tensors), runs)
 
 
-def tflite_runner(flatbuffer: bytes) -> Callable[..., dict[str, np.ndarray]]:
+def tflite_runner(flatbuffer: bytes, name: str = SIGNATURE) -> Callable[..., dict[str, np.ndarray]]:
     import tensorflow as tf
 
     interpreter = tf.lite.Interpreter(model_content=flatbuffer)
-    return interpreter.get_signature_runner(SIGNATURE)
+    return interpreter.get_signature_runner(name)
 
 
 def convert_and_measure(saved_model_dir: Path, out_path: Path, examples: list[dict[str, Any]],
-                        model_cfg=None, runs: int = 300, time_savedmodel: bool = True) -> dict[str, Any]:
+                        runs: int = 300, time_savedmodel: bool = True) -> dict[str, Any]:
     """Write `out_path` (the core .tflite) when it converts; return sizes, latencies and errors.
 
-    `model_cfg` (pipeline ModelConfig) is needed to rebuild the core model; without it only
-    the raw-signature conversion is attempted. `time_savedmodel=False` skips timing the raw
-    SavedModel, for a caller that measures it itself.
+    `time_savedmodel=False` skips timing the raw SavedModel, for a caller that measures it itself.
     """
     report: dict[str, Any] = {"saved_model_mib": dir_mib(saved_model_dir), "converted": False}
     inputs = batch1_inputs(examples[0], saved_model_dir)
@@ -100,9 +98,8 @@ def convert_and_measure(saved_model_dir: Path, out_path: Path, examples: list[di
         report["saved_model"] = savedmodel_latency(saved_model_dir, inputs, runs)
     report["raw_signature"] = _raw_signature(saved_model_dir, out_path.with_name("raw_signature.tflite"),
                                              inputs, examples, runs)
-    if model_cfg is not None:
-        report["core"] = _core(saved_model_dir, out_path, model_cfg, runs)
-        report["converted"] = bool(report["core"].get("tflite_mib"))
+    report["core"] = _core(saved_model_dir, out_path, runs)
+    report["converted"] = bool(report["core"].get("tflite_mib"))
     fsutil.write_json_atomic(out_path.with_suffix(".json"), report)
     return report
 
@@ -125,28 +122,15 @@ def _raw_signature(saved_model_dir: Path, out_path: Path, inputs, examples, runs
     return out
 
 
-def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[str, Any]:
-    """Convert the batch-1 core model with builtins only; latency vs serving_transformed."""
+def _core(saved_model_dir: Path, out_path: Path, runs: int) -> dict[str, Any]:
+    """Convert the export's batch-1 core with builtins only; latency vs serving_transformed."""
     import tensorflow as tf
 
-    try:
-        model, loaded = load_keras_model(saved_model_dir, model_cfg)
-    except (ImportError, KeyError, ValueError) as err:
-        return {"errors": {"rebuild": f"{type(err).__name__}: {err}"}}
-    spec = F.transformed_feature_spec(model_cfg)
-    names = [n for n in F.model_input_names(model_cfg) if n in set(model.input_names)]
-    specs = [tf.TensorSpec([1, *spec[n].shape], tf.as_dtype(spec[n].dtype), name=n) for n in names]
-
-    @tf.function(input_signature=specs)
-    def core(*tensors):
-        return {OUTPUT: model(dict(zip(names, tensors)), training=False)}
-
-    # The converter saves the trackable it is given; a bare module with the variables saves
-    # quickly, the Keras model would re-trace every layer (slow: see train/export.py and
-    # docs/benchmarks.md).
-    holder = tf.Module()
-    holder.variables_ = list(model.variables)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([core.get_concrete_function()], holder)
+    loaded = tf.saved_model.load(str(saved_model_dir))
+    if CORE not in loaded.signatures:
+        return {"errors": {"export": f"{saved_model_dir} has no {CORE!r} signature (exported by an older "
+                                     "train step): nothing to convert"}}
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[CORE])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     try:
         flatbuffer = converter.convert()
@@ -154,21 +138,35 @@ def _core(saved_model_dir: Path, out_path: Path, model_cfg, runs: int) -> dict[s
         return {"errors": {"builtins": f"{type(err).__name__}: {err}"[:4000]}}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_bytes(flatbuffer)
-    rng = np.random.default_rng(0)
-    x = {name: np.ones((1,), np.int64) for name in F.model_input_names(model_cfg)}    # id 1 of each context
-    x.update({F.TITLE_IDS: _ids(rng, model_cfg.title_len, model.get_layer("title_embedding").input_dim),
-              F.IMAGE_Z: rng.normal(size=(1, F.IMAGE_DIM)).astype(np.float32),
-              F.HISTORY_IDS: _ids(rng, model_cfg.history_len, model.get_layer("item_embedding").input_dim)})
-    runner = tflite_runner(flatbuffer)
-    reference = loaded.signatures["serving_transformed"]
+    x = _core_request(loaded)
+    runner = tflite_runner(flatbuffer, CORE)
+    reference = loaded.signatures[signature.SERVING_TRANSFORMED]
     tensors = {k: tf.constant(v) for k, v in x.items()}
-    x = {k: v for k, v in x.items() if k in names}
-    diff = float(np.abs(np.ravel(runner(**x)[OUTPUT])
-                        - np.ravel(reference(**tensors)[OUTPUT])).max())
+    # serving_transformed takes every transformed feature; the reference model reads three
+    full = {name: tensors.get(name, tf.ones([1, *spec.shape[1:]], spec.dtype))
+            for name, spec in reference.structured_input_signature[1].items()}
+    diff = float(np.abs(np.ravel(runner(**x)[OUTPUT]) - np.ravel(reference(**full)[OUTPUT])).max())
     return {"mode": "builtins", "path": str(out_path), "tflite_mib": len(flatbuffer) / 2**20,
             "tflite": latency_ms(lambda: runner(**x), runs),
-            "savedmodel_transformed": latency_ms(lambda: reference(**tensors), runs),
+            "savedmodel_transformed": latency_ms(lambda: reference(**full), runs),
             "max_abs_diff_vs_savedmodel": diff}
+
+
+def _core_request(loaded) -> dict[str, np.ndarray]:
+    """One batch-1 request of the core's inputs: ids half-filled within the export's own tables,
+    a random image, id 1 of each context."""
+    rng = np.random.default_rng(0)
+    rows = {v.name.split("/")[0]: int(v.shape[0]) for v in loaded.model_variables if v.name.endswith("embeddings:0")}
+    vocab = {F.TITLE_IDS: rows["title_embedding"], F.HISTORY_IDS: rows["item_embedding"]}
+    x = {}
+    for name, spec in loaded.signatures[CORE].structured_input_signature[1].items():
+        if name == F.IMAGE_Z:
+            x[name] = rng.normal(size=spec.shape).astype(np.float32)
+        elif name in vocab:
+            x[name] = _ids(rng, int(spec.shape[1]), vocab[name])
+        else:
+            x[name] = np.ones(spec.shape, spec.dtype.as_numpy_dtype)
+    return x
 
 
 def _ids(rng, length: int, vocab: int) -> np.ndarray:

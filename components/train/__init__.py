@@ -14,18 +14,4 @@ Four rooms, each with one job (tests/test_imports.py enforces who may import who
 """
 from components.train.run import run
 
-__all__ = ["load_keras_model", "run", "tf_serving_flags"]
-
-
-def tf_serving_flags(export_dir):
-    """The model-server flags an export needs (see worker/export.py); imports TensorFlow when called."""
-    from components.train.worker.export import tf_serving_flags as flags
-
-    return flags(export_dir)
-
-
-def load_keras_model(saved_model_dir, model_cfg):
-    """(Keras model with an export's weights, the loaded SavedModel): e.g. for TF Lite conversion."""
-    from components.train.model.restore import load_keras_model as load
-
-    return load(saved_model_dir, model_cfg)
+__all__ = ["run"]

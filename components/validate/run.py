@@ -18,19 +18,12 @@ import logging
 
 from components.validate.checks import day_stats, drift, item_stats
 from pipeline.config import Config
-from pipeline.contracts.inputs import Inputs, ValidationError, check_schemas, resolve_inputs
+from pipeline.contracts.inputs import ValidationError, check_inputs
 from pipeline.fsutil import write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import ValidateResult
 
 log = logging.getLogger(__name__)
-
-
-def check_inputs(paths: RunPaths) -> Inputs:
-    """Partitions + schemas only (footers): what preprocess re-checks before starting Beam."""
-    inputs = resolve_inputs(paths)
-    check_schemas(inputs)
-    return inputs
 
 
 def _history_path(paths: RunPaths, day: dt.date):

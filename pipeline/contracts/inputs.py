@@ -167,3 +167,11 @@ def check_schemas(inputs: Inputs) -> None:
                                         inputs.footers[path].schema)
     if problems:
         raise ValidationError(problems)
+
+
+def check_inputs(paths: RunPaths) -> Inputs:
+    """Partitions + schemas only (footers): validate runs it first, preprocess again before
+    starting Beam (the files may have changed between the two tasks)."""
+    inputs = resolve_inputs(paths)
+    check_schemas(inputs)
+    return inputs

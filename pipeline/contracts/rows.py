@@ -29,6 +29,8 @@ EVENT_REASONS = ("null_event_id", "null_label", "label_not_binary", "unknown_ite
 TRUNCATED = "history_truncated"
 ITEM_COLUMNS = (F.ITEM_ID, F.TITLE, F.IMAGE)                    # what the item rules read
 EVENT_COLUMNS = (F.EVENT_ID, F.ITEM_ID, F.HISTORY, F.LABEL)     # what the event rules read
+# What preprocess and evaluate read of an event: the rules' columns and the model's event features.
+MODEL_EVENT_COLUMNS = (*EVENT_COLUMNS, F.USER_ID, F.PLATFORM, F.HOUR)
 
 
 def first_reason(masks: dict[str, np.ndarray], n: int) -> np.ndarray:

@@ -2,6 +2,7 @@
 
     <serving_base>/models.config                    model_config_list text proto
     <serving_base>/<model>/<version>/               complete SavedModels only (what TF Serving loads)
+        assets.extra/export_facts.json             what the export needs of a model server (written at export)
         assets.extra/push_record.json              who pushed it, from which run and data date
         assets.extra/tf_serving_warmup_requests    PredictionLog records replayed on load
         assets.extra/verification_requests.json    REST body whose answers are in the push record
@@ -28,6 +29,7 @@ from typing import Any
 from pipeline import fsutil
 
 PUSH_RECORD = "push_record.json"
+EXPORT_FACTS = "export_facts.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 VERIFY_REQUESTS = "verification_requests.json"
 ASSETS_EXTRA = "assets.extra"
@@ -62,6 +64,21 @@ def canary_versions(model_base: Path) -> set[int]:
 
 def version_dir(model_base: Path, version: int) -> Path:
     return model_base / str(version)
+
+
+def write_export_facts(export_dir: Path, tf_serving_flags: list[str]) -> None:
+    """Written by the training export beside its SavedModel: what a model server must provide to
+    serve it, so push (which has no model code) records it without inspecting graphs."""
+    fsutil.write_json_atomic(Path(export_dir) / ASSETS_EXTRA / EXPORT_FACTS, {"tf_serving_flags": tf_serving_flags})
+
+
+def export_facts(export_dir: Path) -> dict[str, Any]:
+    """The export's facts; an export without them was not written by this pipeline's train step."""
+    path = Path(export_dir) / ASSETS_EXTRA / EXPORT_FACTS
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: {export_dir} is not an export of the train step "
+                                "(components/train/worker/export.py writes it)")
+    return json.loads(path.read_text())
 
 
 def read_push_record(vdir: Path) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ SERVING_DEFAULT = "serving_default"        # raw features -> probability (TF Ser
 SERVING_EXAMPLES = "serving_examples"      # serialized raw tf.Example -> probability
 REGRESS = "regress"                        # TF Serving's Regress API
 SERVING_TRANSFORMED = "serving_transformed"  # the bare model on tf.Transform output
+CORE_BATCH1 = "core_batch1"                # the same at batch 1, un-compiled: what TF Lite converts
 REGRESS_METHOD = "tensorflow/serving/regress"
 OUTPUT = "probability"
 

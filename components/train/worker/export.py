@@ -13,6 +13,12 @@ Signatures:
                     patched to tensorflow/serving/regress for TF Serving's Regress API.
   serving_transformed  the bare model on transformed features (title_ids, image,
                     history_ids): for the skew check and for scoring tf.Transform output.
+  core_batch1       the same at batch 1, never XLA-compiled: static shapes let TF Lite lower
+                    the reference model's LSTM loops to builtins (push/tflite.py converts it
+                    from the export alone, without the model code).
+
+Beside the SavedModel, `assets.extra/export_facts.json` (pipeline/contracts/serving.py) says
+what a model server needs to serve it (the XLA flag), so push never inspects graphs.
 """
 from __future__ import annotations
 
@@ -24,12 +30,14 @@ import tensorflow as tf
 from components.train.model.vocab import VocabSizes
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
+from pipeline.contracts import serving
 from pipeline.contracts import signature as S
 
 log = logging.getLogger(__name__)
 
 SERVING_DEFAULT, SERVING_EXAMPLES, REGRESS = S.SERVING_DEFAULT, S.SERVING_EXAMPLES, S.REGRESS
 SERVING_TRANSFORMED, REGRESS_METHOD, OUTPUT = S.SERVING_TRANSFORMED, S.REGRESS_METHOD, S.OUTPUT
+CORE_BATCH1 = S.CORE_BATCH1
 RAW_EXAMPLE_SPEC = {
     F.TITLE: tf.io.FixedLenFeature([], tf.string),
     F.IMAGE: tf.io.FixedLenFeature([F.IMAGE_DIM], tf.float32),
@@ -116,6 +124,19 @@ def transformed_fn(model, model_cfg: ModelConfig):
     return serve_transformed
 
 
+def core_batch1_fn(model, model_cfg: ModelConfig):
+    """The bare model on the transformed features it reads, traced at batch 1 (see module doc)."""
+    spec = F.transformed_feature_spec(model_cfg)
+    names = [n for n in F.model_input_names(model_cfg) if n in set(model.input_names)]
+
+    @tf.function(input_signature=[tf.TensorSpec([1, *spec[n].shape], tf.as_dtype(spec[n].dtype), name=n)
+                                  for n in names])
+    def core_batch1(*tensors):
+        return {OUTPUT: model(dict(zip(names, tensors)), training=False)}
+
+    return core_batch1
+
+
 def call_transformed(serve_transformed, features: dict, model_cfg: ModelConfig):
     """The model part's probabilities for a dict of transformed features."""
     return serve_transformed(*[features[name] for name in F.model_input_names(model_cfg)])[OUTPUT]
@@ -160,7 +181,8 @@ def serving_module(model, serve_transformed, transform_dir: Path, model_cfg: Mod
         return {"outputs": parse_and_predict(inputs)}
 
     module.signatures_ = {SERVING_DEFAULT: serve_raw, SERVING_EXAMPLES: serve_examples,
-                          REGRESS: regress, SERVING_TRANSFORMED: serve_transformed}
+                          REGRESS: regress, SERVING_TRANSFORMED: serve_transformed,
+                          CORE_BATCH1: core_batch1_fn(model, model_cfg)}
     return module
 
 
@@ -169,6 +191,7 @@ def save_module(module: tf.Module, export_dir: Path) -> Path:
     signatures = {name: fn.get_concrete_function() for name, fn in module.signatures_.items()}
     tf.saved_model.save(module, str(export_dir), signatures=signatures)
     _patch_method_name(export_dir, REGRESS, REGRESS_METHOD)
+    serving.write_export_facts(export_dir, tf_serving_flags(export_dir))
     return export_dir
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipeline.contracts import features as F
+from pipeline.contracts import serving
 
 
 def _serving_spec():
@@ -117,4 +118,5 @@ def save_standin(export_dir: Path, kind: str, raw_root: Path, fit_day: str) -> P
         "serving_default": module.serve.get_concrete_function(),
         "serving_examples": module.serve_examples.get_concrete_function(),
     })
+    serving.write_export_facts(export_dir, [])      # a plain graph, as the training export records it
     return export_dir

@@ -228,14 +228,13 @@ def test_tflite_through_push_writes_the_edge_model_beside_the_served_version(run
     push folder (not in TF Serving's dir)."""
     import shutil
 
-    from components.push.run import RUN_RECORD
 
     config, paths = runs.make(CLEAN_DAY, model=None, **{"push.tflite": True, "eval.min_auc": 0.0})
     shutil.copytree(run_paths.model_dir, paths.model_dir)
     assert evaluate(config, paths).blessed
     result = run(config, paths)
     assert result.pushed and _versions(config) == [1]
-    report = json.loads((paths.push_dir / RUN_RECORD).read_text())["tflite"]
+    report = json.loads((paths.push_dir / serving.PUSH_RECORD).read_text())["tflite"]
     assert report["converted"] and report["core"]["mode"] == "builtins", report
     assert (paths.push_dir / "model.tflite").stat().st_size > 0
     assert not list((paths.model_base / "1").rglob("*.tflite"))

@@ -78,7 +78,7 @@ def test_shuffled_label_day_is_not_blessed_and_nothing_is_pushed(runs):
     push = run(config, paths)
     assert not push.pushed and push.reason.startswith("not blessed") and push.served_version == 1
     assert _versions(config) == [1] and not _hidden(config)
-    assert json.loads((paths.push_dir / "push_record.json").read_text())["pushed"] is False
+    assert json.loads((paths.push_dir / serving.PUSH_RECORD).read_text())["pushed"] is False
     with pytest.raises(PushError, match="needs a reason"):
         run(config.with_overrides({"push.force": True}), paths)
 

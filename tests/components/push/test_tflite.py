@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from components.push import tflite
-from components.train import load_keras_model
 from pipeline.config import ModelConfig
 
 TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, image_units=(8,), hidden_units=8,
@@ -14,18 +13,22 @@ DIN = ModelConfig(title_len=6, history_len=8, embedding_dim=4, image_units=(8,),
                   attention_units=4)
 
 
-def _export(root, cfg):
+def _export(root, cfg, core: bool = True):
     """The model saved the way the training export saves it: a tf.Module holding the Keras
-    model's variables and the export's own `serving_transformed` function (dynamic batch)."""
+    model's variables, the export's own `serving_transformed` (dynamic batch) and, unless
+    `core` is off (an older export), its `core_batch1` signature."""
     import tensorflow as tf
 
     from components.train.model.build import VocabSizes, build_model
-    from components.train.worker.export import transformed_fn
+    from components.train.worker.export import core_batch1_fn, transformed_fn
 
     model = build_model(cfg, VocabSizes(title=30, items=40, users=11))
     module = tf.Module()
     module.model_variables = list(model.variables)
-    tf.saved_model.save(module, str(root), signatures={"serving_transformed": transformed_fn(model, cfg)})
+    signatures = {"serving_transformed": transformed_fn(model, cfg)}
+    if core:
+        signatures["core_batch1"] = core_batch1_fn(model, cfg)
+    tf.saved_model.save(module, str(root), signatures=signatures)
     return root
 
 
@@ -47,18 +50,19 @@ def test_dynamic_batch_core_needs_tensorlists_so_builtins_refuse_it(core_export)
 
 
 def test_batch1_core_converts_with_builtins_and_agrees(core_export, tmp_path):
-    report = tflite._core(core_export, tmp_path / "model.tflite", TINY, runs=20)
+    report = tflite._core(core_export, tmp_path / "model.tflite", runs=20)
     assert report["mode"] == "builtins" and (tmp_path / "model.tflite").stat().st_size > 0
     assert report["max_abs_diff_vs_savedmodel"] < 1e-5
     assert report["tflite"]["p50_ms"] > 0 and np.isfinite(report["savedmodel_transformed"]["p50_ms"])
 
 
 def test_the_default_target_aware_model_converts_with_builtins_too(tmp_path):
-    report = tflite._core(_export(tmp_path / "din", DIN), tmp_path / "din.tflite", DIN, runs=20)
+    report = tflite._core(_export(tmp_path / "din", DIN), tmp_path / "din.tflite", runs=20)
     assert report.get("mode") == "builtins", report
     assert report["max_abs_diff_vs_savedmodel"] < 1e-5
 
 
-def test_rebuild_refuses_a_mismatched_model_config(core_export):
-    with pytest.raises(ValueError, match="cannot rebuild the core model"):
-        load_keras_model(core_export, ModelConfig(title_len=6, history_len=8, embedding_dim=5))
+def test_an_export_without_the_core_signature_is_reported_not_converted(tmp_path):
+    report = tflite._core(_export(tmp_path / "old", DIN, core=False), tmp_path / "old.tflite", runs=5)
+    assert "no 'core_batch1' signature" in report["errors"]["export"]
+    assert not (tmp_path / "old.tflite").exists()

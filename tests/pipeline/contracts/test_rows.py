@@ -50,7 +50,7 @@ def _preprocess_view(raw_root, day) -> tuple[dict, dict, dict]:
     items = pq.read_table(items_partition(raw_root, day), columns=list(rows.ITEM_COLUMNS))
     good, bad_ids, bad_reasons = B.validate_items(items)
     catalog = rows.Catalog.merge([rows.Catalog(np.sort(good.item_ids), bad_ids, bad_reasons)])
-    events = pq.read_table(events_partition(raw_root, day), columns=list(B.EVENT_COLUMNS))
+    events = pq.read_table(events_partition(raw_root, day), columns=list(rows.MODEL_EVENT_COLUMNS))
     batch, counts, rejected = B.validate_events(events, "eval", catalog)
     histories = np.split(batch.hist_values, batch.hist_offsets[1:-1]) if len(batch) else []
     kept = {e: h.tolist() for e, h in zip(batch.event_ids.tolist(), histories)}
