@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = add_run_arguments(parser).parse_known_args(argv)
     setup_logging()
     from components.preprocess import run
-    from components.validate import ValidationError
+    from pipeline.contracts.inputs import ValidationError
 
     return run_step(args, run, ValidationError, beam_args)
 
