@@ -5,7 +5,6 @@ import json
 import logging
 import os
 import platform
-import resource
 import statistics
 import sys
 import threading
@@ -75,10 +74,6 @@ class TreeRss:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def children_peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def _fmt(value: object) -> str:

@@ -30,10 +30,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--date", required=True, type=parse_date, help="run date D (the eval day), YYYY-MM-DD")
     parser.add_argument("--run-id", default="cli", help="run id (Airflow's run_id); keys the run's paths")
-    parser.add_argument("--exit-zero", action="store_true",
-                        help="exit 0 whenever the step completes, whatever its verdict (NOT_BLESSED, a "
-                             "skipped push): a pod's caller reads the verdict from --result-json")
     return add_config_arguments(parser)
+
+
+def add_verdict_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """For the steps whose success has a verdict (evaluate: NOT_BLESSED, push: skipped)."""
+    parser.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 whenever the step completes, whatever its verdict: a pod's caller "
+                             "reads the verdict from --result-json")
+    return parser
 
 
 def parse_sets(pairs: list[str]) -> dict:
@@ -78,12 +83,21 @@ def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def run_mirrored(run, config: Config, paths: RunPaths, *extra) -> StepResult:
+    """A step as a CLI runs it: with `data.artifact_store` set, mirrored like a DAG task
+    (pipeline/storage.py), so a pod on another machine sees and publishes the run's outputs."""
+    from pipeline import storage
+
+    with storage.mirrored(config, paths):
+        return run(config, paths, *extra)
+
+
 def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra,
              extra_overrides: dict | None = None) -> int:
     """Run a step for the CLI: its result to stdout (and --result-json), an expected failure as exit 2."""
     config, paths = load_run(args, extra_overrides)
     try:
-        result = run(config, paths, *extra)
+        result = run_mirrored(run, config, paths, *extra)
     except expected_error as err:
         logging.getLogger(run.__module__).error("%s", err)
         return 2

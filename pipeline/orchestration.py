@@ -129,11 +129,10 @@ def _run_component(spec: RunSpec, step: str) -> dict:
 
     module = importlib.import_module(f"components.{step}")
     config, paths = spec.load()
-    storage.pull(config, paths)
-    start = time.perf_counter()
-    result = module.run(config, paths)
-    seconds = time.perf_counter() - start
-    storage.push(config, paths)
+    with storage.mirrored(config, paths):
+        start = time.perf_counter()
+        result = module.run(config, paths)
+        seconds = time.perf_counter() - start
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     with open(paths.run_dir / "timings.jsonl", "a") as out:
         out.write(json.dumps({"step": step, "seconds": seconds}) + "\n")

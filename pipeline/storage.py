@@ -16,6 +16,7 @@ atomically, so those need no marker.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -113,6 +114,15 @@ def _shared(config, paths):
     files: the validation history, whose earlier days the drift checks read."""
     for folder in (paths.validation_history_dir,):
         yield (folder, *filesystem(_url(config, folder)))
+
+
+@contextlib.contextmanager
+def mirrored(config, paths):
+    """Around one step, wherever it runs (a DAG task, a pod's CLI, a shell): the run's published
+    outputs it lacks are fetched first, and what it wrote is published after it succeeded."""
+    pull(config, paths)
+    yield
+    push(config, paths)
 
 
 def pull(config, paths) -> list[str]:

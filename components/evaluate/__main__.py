@@ -7,18 +7,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.cli import add_run_arguments, emit_result, load_run, setup_logging
+from pipeline.cli import add_run_arguments, add_verdict_argument, emit_result, load_run, run_mirrored, setup_logging
 
 NOT_BLESSED_EXIT = 3
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = add_run_arguments(argparse.ArgumentParser(prog="python -m components.evaluate", description=__doc__))
+    parser = add_verdict_argument(add_run_arguments(
+        argparse.ArgumentParser(prog="python -m components.evaluate", description=__doc__)))
     args = parser.parse_args(argv)
     setup_logging()
     from components.evaluate import run
 
-    result = run(*load_run(args))
+    result = run_mirrored(run, *load_run(args))
     emit_result(result, args)
     return 0 if result.blessed or args.exit_zero else NOT_BLESSED_EXIT
 

@@ -12,7 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.cli import add_config_arguments, add_run_arguments, emit_result, load_args_config, load_run, setup_logging
+from pipeline.cli import (
+    add_config_arguments,
+    add_run_arguments,
+    add_verdict_argument,
+    emit_result,
+    load_args_config,
+    load_run,
+    run_mirrored,
+    setup_logging,
+)
 
 SKIPPED_EXIT = 3
 
@@ -21,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.push", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    push = add_run_arguments(sub.add_parser("push", help="publish the run's model as the next version"))
+    push_help = "publish the run's model as the next version"
+    push = add_verdict_argument(add_run_arguments(sub.add_parser("push", help=push_help)))
     push.add_argument("--force", action="store_true", help="push even if NOT_BLESSED (needs --reason)")
     push.add_argument("--reason", default=None, help="why --force (recorded in the push record)")
     push.add_argument("--allow-backfill", action="store_true", default=None,
@@ -37,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "push":
         flags = {"push.force": args.force or None, "push.force_reason": args.reason,
                  "push.allow_backfill": args.allow_backfill}
-        result = run(*load_run(args, {k: v for k, v in flags.items() if v is not None}))
+        result = run_mirrored(run, *load_run(args, {k: v for k, v in flags.items() if v is not None}))
     else:
         result = rollback(load_args_config(args), args.reason, args.to_version)
     emit_result(result, args)
-    return 0 if result.pushed or getattr(args, "exit_zero", False) else SKIPPED_EXIT
+    return 0 if result.pushed or args.command == "push" and args.exit_zero else SKIPPED_EXIT
 
 
 if __name__ == "__main__":

@@ -59,3 +59,31 @@ def test_set_reads_numbers_as_numbers():
 
     got = parse_sets(["model.embedding_l2=1e-4", "train.workers=3", "eval.max_auc_drop=null", "a=abc", "b=true"])
     assert got == {"model.embedding_l2": 1e-4, "train.workers": 3, "eval.max_auc_drop": None, "a": "abc", "b": True}
+
+
+def test_exit_zero_is_offered_only_by_the_steps_that_have_a_verdict():
+    """`--exit-zero` turns a verdict (NOT_BLESSED, a skipped push) into exit 0; a step without
+    one refuses the flag instead of ignoring it."""
+    helps = {step: subprocess.run([sys.executable, "-m", f"components.{step}", *sub, "--help"],
+                                  capture_output=True, text=True).stdout
+             for step, sub in (("validate", ()), ("stage", ()), ("evaluate", ()), ("push", ("push",)))}
+    assert {step for step, text in helps.items() if "--exit-zero" in text} == {"evaluate", "push"}
+
+
+def test_a_step_cli_mirrors_to_the_artifact_store_like_a_dag_task(tmp_path):
+    """A pod runs the step's CLI, not the DAG's wrapper: with data.artifact_store set it still
+    publishes what it wrote (memory:// lives in this process, so the CLI runs in process)."""
+    import uuid
+
+    from components.validate.__main__ import main
+    from pipeline import storage
+    from tests.components.preprocess.helpers import RUN_DATE, generate_raw
+    from tests.conftest import make_tiny_config, tiny_overrides
+
+    store = f"memory://reco-cli-{uuid.uuid4().hex[:8]}"
+    generate_raw(make_tiny_config(tmp_path))
+    sets = [f"{k}={v}" for k, v in {**tiny_overrides(tmp_path), "data.artifact_store": store}.items()]
+    argv = ["--date", RUN_DATE.isoformat(), "--run-id", "pod", *[a for s in sets for a in ("--set", s)]]
+    assert main(argv) == 0
+    listing = storage.listing(f"{store}/runs/{RUN_DATE.isoformat()}/pod/validation") or {}
+    assert "report.json" in listing
