@@ -8,7 +8,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup test test-fast lint demo airflow bench clean
+.PHONY: setup test test-fast test-integration test-airflow test-packaging lint demo airflow bench clean
 
 # Idempotent: reinstalls only when setup.py or the constraints changed.
 setup: $(STAMP)
@@ -18,12 +18,23 @@ $(STAMP): setup.py constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[airflow,worker,dev]'
 	@touch $(STAMP)
 
+# Every tier, in one session (the heavy set-ups are built once): tests/tiers.py says what each holds.
 test: setup
 	$(PY) -m ruff check pipeline components dags tests bench
 	$(PY) -m pytest -q --durations=15 tests
 
+# The unit tier: no Beam pipeline, no gang, no Airflow process (tests/tiers.py enforces it).
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -m unit tests
+
+test-integration: setup
+	$(PY) -m pytest -q -m integration tests
+
+test-airflow: setup
+	$(PY) -m pytest -q -m airflow tests
+
+test-packaging: setup
+	$(PY) -m pytest -q -m packaging tests
 
 lint: setup
 	$(PY) -m ruff check pipeline components dags tests bench

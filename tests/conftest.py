@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+pytest_plugins = ["tests.tiers"]
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

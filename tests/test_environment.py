@@ -28,7 +28,7 @@ print(json.dumps({"errors": list(bag.import_errors), "tasks": len(bag.dags["reco
 """
 
 
-@pytest.mark.slow
+@pytest.mark.packaging
 def test_the_airflow_extra_installs_without_tensorflow_and_parses_the_dag(tmp_path):
     """The scheduler image's environment, built for real: only `.[airflow]` from the constraints."""
     from pipeline.config import PROJECT_ROOT

@@ -22,7 +22,7 @@ from pipeline.config import PROJECT_ROOT
 from tests.conftest import make_tiny_config
 from tests.dags.conftest import AIRFLOW_ENV
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.airflow
 FIRST, SERVED_DAY, SHUFFLED_DAY, BACKFILL_DAY = (dt.date(2026, 11, d) for d in (1, 5, 6, 4))
 
 

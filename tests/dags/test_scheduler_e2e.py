@@ -22,7 +22,7 @@ from tests.components.train.conftest import worker_processes
 from tests.conftest import make_tiny_config
 from tests.live_airflow import DAG_ID, LiveAirflow
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.airflow
 FIRST, SERVED_DAY, FORCED_DAY = dt.date(2026, 11, 1), dt.date(2026, 11, 4), dt.date(2026, 11, 5)
 
 

@@ -12,7 +12,7 @@ import requests
 
 from tests.live_airflow import DAG_ID, LiveAirflow
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.airflow
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 

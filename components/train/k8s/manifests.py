@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 
 PORT = 2222
 CONFIG_MOUNT = "/etc/reco"
-POLL_S = 5.0
 TTL_S = 3600             # a finished Job (and what it owns) is garbage-collected after this
 WORKER_INDEX_ENV = "RECO_WORKER_INDEX"
 # Where each flavour's controller writes a pod's worker index (read through the downward API).

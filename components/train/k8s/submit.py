@@ -13,11 +13,12 @@ from typing import Any
 
 from components.train.gang import heartbeat
 from components.train.gang.worker_spec import ready_file
-from components.train.k8s.manifests import POLL_S, owned_by, render, write_manifests
+from components.train.k8s.manifests import owned_by, render, write_manifests
 from pipeline.config import Config
 from pipeline.paths import RunPaths
 
 log = logging.getLogger(__name__)
+POLL_S = 5.0             # job status and heartbeat poll
 
 
 def job_state(doc: dict[str, Any], status: dict[str, Any]) -> str | None:

@@ -9,7 +9,7 @@ from tests.components.preprocess.helpers import RUN_DATE
 from tests.conftest import make_tiny_config
 from tests.pipeline.contracts.encodings import large_types, rewrite
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def test_large_types_dictionary_strings_and_ns_timestamps_preprocess_identically(

@@ -21,7 +21,7 @@ from components.validate import ValidationError
 from tests.components.preprocess.helpers import FIRST_DAY, RUN_DATE, generate_raw, read_split
 from tests.conftest import make_tiny_config
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 ITEM_REASONS = {"image_not_finite", "image_wrong_length", "empty_title"}
 EVENT_REASONS = {"unknown_item", "null_label"}
 

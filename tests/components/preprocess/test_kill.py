@@ -16,7 +16,7 @@ from pipeline.contracts import manifest as M
 from pipeline.fsutil import sha256_file
 from tests.components.preprocess.helpers import RUN_DATE
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def _start_cli(config, tmp_path, run_id: str, code: str | None = None) -> subprocess.Popen:

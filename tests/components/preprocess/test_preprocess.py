@@ -13,7 +13,7 @@ from pipeline.contracts import manifest as M
 from pipeline.fsutil import sha256_file
 from tests.components.preprocess.helpers import read_split
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def _reference_eval(config, paths, transform_dir) -> dict[str, np.ndarray]:

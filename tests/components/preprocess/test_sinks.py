@@ -6,7 +6,7 @@ import pytest
 
 from components.preprocess.steps import EventChunk
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def _chunk(start: int, n: int) -> EventChunk:

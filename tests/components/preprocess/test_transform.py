@@ -9,7 +9,7 @@ import pytest
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 MODEL = ModelConfig(title_len=4, title_vocab_size=3, history_len=3, item_vocab_size=2, oov_buckets=1)
 TITLES = [b"Red shoe, RED! big shoe", b"blue shoe", b"Green hat"]

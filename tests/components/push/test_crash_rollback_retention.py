@@ -19,6 +19,8 @@ from pipeline.config import PROJECT_ROOT
 from pipeline.contracts import serving
 from tests.components.evaluate.fixtures import CLEAN_DAY, FIRST_DAY, MALFORMED_DAY
 
+pytestmark = pytest.mark.integration
+
 
 def _versions(config):
     return serving.list_versions(config.data.serving_base / config.push.model_name)

@@ -11,7 +11,7 @@ from pipeline.contracts import manifest as M
 from pipeline.paths import RunPaths
 from tests.components.preprocess.helpers import RUN_DATE
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="session")

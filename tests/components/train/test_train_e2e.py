@@ -25,7 +25,7 @@ from pipeline.contracts import features as F
 from tests.components.train.conftest import EVAL_ROWS, TRAIN_ROWS, saved_epoch, worker_processes
 from tests.components.train.tft_fixture import read_in_raw_order
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def _kill_worker_after_first_epoch(paths, facts: dict) -> None:

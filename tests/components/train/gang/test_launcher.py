@@ -29,6 +29,8 @@ from components.train.gang.launcher import (
 )
 from pipeline.config import PROJECT_ROOT
 
+pytestmark = pytest.mark.integration
+
 STANDIN = textwrap.dedent("""
     import signal, sys, time
     signal.signal(signal.SIGTERM, signal.SIG_IGN)      # like TF's preemption notifier

@@ -23,7 +23,7 @@ def _run(tmp_path, flavor: str, **overrides) -> tuple[Config, RunPaths]:
 def _submit(tmp_path, monkeypatch, standin: KubeApiStandIn, flavor: str, **overrides):
     from components.train.k8s.client import KubeCluster
 
-    monkeypatch.setattr(k8s, "POLL_S", 0.01)
+    monkeypatch.setattr(submit, "POLL_S", 0.01)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)       # not in a pod: use the kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(standin.write_kubeconfig(tmp_path / "kubeconfig", "ml")))
     config, paths = _run(tmp_path, flavor, **overrides)

@@ -135,7 +135,7 @@ class FakeCluster:
 
 
 def test_submit_waits_for_success_then_cleans_up(tmp_path, monkeypatch):
-    monkeypatch.setattr(k8s, "POLL_S", 0.01)
+    monkeypatch.setattr(submit, "POLL_S", 0.01)
     config = _config(**{"data.artifact_root": str(tmp_path)})
     paths, cfg_json = _paths(config), tmp_path / "config.json"
     cfg_json.write_text(json.dumps(config.to_dict()))
@@ -147,7 +147,7 @@ def test_submit_waits_for_success_then_cleans_up(tmp_path, monkeypatch):
 
 
 def test_failed_job_is_deleted_and_raises_with_the_failed_pods_log(tmp_path, monkeypatch):
-    monkeypatch.setattr(k8s, "POLL_S", 0.01)
+    monkeypatch.setattr(submit, "POLL_S", 0.01)
     config = _config(**{"data.artifact_root": str(tmp_path), "execution.k8s_flavor": "indexed-job"})
     paths, cfg_json = _paths(config), tmp_path / "config.json"
     cfg_json.write_text("{}")

@@ -14,10 +14,13 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from components.train.model.sparse_gather import MAX_EXACT_ROWS, can_pack
 from pipeline.config import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration
 
 CHILD = textwrap.dedent("""
     import json

@@ -61,7 +61,7 @@ def _shards_with_manifest(root, model_cfg):
     (root / M.MANIFEST).write_text(json.dumps({"format": M.FORMAT, "workers": 2, "compression": "", "splits": splits}))
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data):
     transform_paths, _ = train_data
     config = make_tiny_config(tmp_path, **{"train.epochs": 5, "train.early_stopping_patience": 1,

@@ -15,7 +15,7 @@ from components.train.gang.launcher import GangError
 from pipeline.paths import RunPaths
 from tests.components.train.conftest import worker_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def _kill_chief_once_export_starts(paths: RunPaths, facts: dict) -> None:

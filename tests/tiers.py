@@ -1,0 +1,115 @@
+"""The suite's tiers, as markers, and the two checks that keep their names honest.
+
+- unit: pure Python, contracts, config, the DAG's structure in process, Keras model builds,
+  stand-in SavedModels. No Beam pipeline, no process gang, no Airflow process: `make test-fast`.
+- integration: the real components on tiny data: one session-scoped Beam + tf.Transform run
+  (`preprocessed`), real training gangs, kill and resume.
+- airflow: real Airflow: `airflow dags test` stories and one live scheduler + api-server.
+- packaging: what a fresh install gives (the lean `.[airflow]` venv).
+
+A test without a tier marker is unit. Two checks:
+1. at collection, a test whose fixtures belong to a tier its own tier may not use fails the
+   whole collection, naming the test and the fixture (`HEAVY_FIXTURES` below);
+2. while a unit test runs, starting a Beam pipeline, a gang or an Airflow process raises
+   `TierViolation` (`arm`), so "make test-fast runs none of them" is checked, not assumed.
+"""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+TIERS = ("unit", "integration", "airflow", "packaging")
+MAY_USE = {"unit": {"unit"}, "integration": {"unit", "integration"},
+           "airflow": {"unit", "integration", "airflow"}, "packaging": {"unit", "packaging"}}
+# The set-ups that make a tier heavy; every fixture built on them inherits their tier.
+HEAVY_FIXTURES = {
+    "preprocessed": "integration",      # the session's Beam + tf.Transform run
+    "train_data": "integration",        # tf.Transform on Beam, in a subprocess
+    "trained": "integration",           # the session's 2-worker gang
+    "gang_scenario": "integration",     # the kill / resume / export-kill gang
+    "live": "airflow",                  # the one live scheduler + api-server
+    "airflow_home": "airflow",          # a migrated Airflow home
+    "lean_venv": "packaging",           # a venv with only the [airflow] extra
+}
+
+
+class TierViolation(AssertionError):
+    """A unit test started work its tier promises not to do."""
+
+
+def tier_of(item) -> str:
+    return next(m.name for m in item.iter_markers() if m.name in TIERS)
+
+
+def pytest_configure(config):
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: the {tier} tier (tests/tiers.py)")
+
+
+@pytest.hookimpl(tryfirst=True)      # before -m deselects: unmarked tests get their tier first
+def pytest_collection_modifyitems(config, items):
+    offences = []
+    for item in items:
+        tiers = {m.name for m in item.iter_markers() if m.name in TIERS}
+        if not tiers:
+            item.add_marker(pytest.mark.unit)
+            tiers = {"unit"}
+        if len(tiers) > 1:
+            offences.append(f"{item.nodeid}: more than one tier {sorted(tiers)}")
+            continue
+        tier = tiers.pop()
+        for name in getattr(item, "fixturenames", ()):
+            needed = HEAVY_FIXTURES.get(name)
+            if needed and needed not in MAY_USE[tier]:
+                offences.append(f"{item.nodeid}: a {tier} test uses fixture {name!r} of the {needed} tier")
+    if offences:
+        raise pytest.UsageError("tests in the wrong tier (tests/tiers.py):\n  " + "\n  ".join(offences))
+
+
+REFUSED_COMMANDS = ("airflow", "components.train.worker", "airflow_standalone.sh", "tft_fixture")
+
+
+def refused(args) -> str | None:
+    """What of a command line a unit test may not start: Airflow, a training worker, Beam."""
+    tokens = [args] if isinstance(args, (str, bytes)) else list(args)
+    text = " ".join(str(t) for t in tokens)
+    if "--help" in text:
+        return None
+    for token in tokens:
+        token = str(token)
+        if token.rsplit("/", 1)[-1] == "airflow" or any(word in token for word in REFUSED_COMMANDS[1:]):
+            return token
+    return "components.preprocess" if "components.preprocess" in text else None
+
+
+def arm(monkeypatch) -> None:
+    """Make the unit tier's promises hard: each heavy entry point raises TierViolation."""
+    import apache_beam
+
+    from components.train.gang import launcher
+
+    def no_pipeline(*_args, **_kwargs):
+        raise TierViolation("a unit test ran a Beam pipeline: mark it integration")
+
+    def no_gang(*_args, **_kwargs):
+        raise TierViolation("a unit test started a process gang: mark it integration")
+
+    original = subprocess.Popen.__init__
+
+    def guarded_popen(self, args, *rest, **kwargs):
+        what = refused(args)
+        if what:
+            raise TierViolation(f"a unit test started {what!r}: mark it integration or airflow")
+        original(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(apache_beam.Pipeline, "run", no_pipeline)
+    monkeypatch.setattr(launcher.Gang, "run", no_gang)
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_popen)
+
+
+@pytest.fixture(autouse=True)
+def _tier_guard(request, monkeypatch):
+    if tier_of(request.node) == "unit":
+        arm(monkeypatch)
+    yield
