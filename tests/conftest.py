@@ -112,6 +112,14 @@ def trained(tiny_config, run_paths, staged):
     return train.run(tiny_config, run_paths)
 
 
+@pytest.fixture(scope="session")
+def lean_venv():
+    """The python of a venv with only the `[airflow]` extra (tests/lean_venv.py)."""
+    from tests.lean_venv import lean_python
+
+    return lean_python()
+
+
 _EXIT_STATUS = {"code": 0}
 
 

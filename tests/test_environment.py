@@ -29,16 +29,11 @@ print(json.dumps({"errors": list(bag.import_errors), "tasks": len(bag.dags["reco
 
 
 @pytest.mark.packaging
-def test_the_airflow_extra_installs_without_tensorflow_and_parses_the_dag(tmp_path):
+def test_the_airflow_extra_installs_without_tensorflow_and_parses_the_dag(tmp_path, lean_venv):
     """The scheduler image's environment, built for real: only `.[airflow]` from the constraints."""
     from pipeline.config import PROJECT_ROOT
 
-    venv = tmp_path / "lean"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = str(venv / "bin" / "python")
-    install = subprocess.run([python, "-m", "pip", "install", "-q", "-c", str(PROJECT_ROOT / "constraints.txt"),
-                              f"{PROJECT_ROOT}[airflow]"], capture_output=True, text=True, timeout=900)
-    assert install.returncode == 0, install.stderr[-3000:]
+    python = str(lean_venv)
     find = "import importlib.util as u, json, sys; print([m for m in json.loads(sys.argv[1]) if u.find_spec(m)])"
     probe = subprocess.run([python, "-c", find, json.dumps(WORKER_ONLY_MODULES)], capture_output=True, text=True,
                            timeout=60)
