@@ -17,6 +17,9 @@ def main(argv: list[str]) -> int:
         from bench.report import main as report
 
         return report(argv[1:])
+    if {"-h", "--help"} & set(argv):
+        sys.stdout.write(f"{__doc__}\nbenchmarks: {', '.join(BENCHMARKS)}\n")
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     names = argv or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
