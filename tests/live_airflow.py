@@ -1,7 +1,13 @@
 """A real Airflow for tests: `scripts/airflow_standalone.sh` (what `make airflow` runs) in a temp
-AIRFLOW_HOME on a free loopback port, logged in through its REST API, stopped by PID."""
+AIRFLOW_HOME on a free loopback port, logged in through its REST API, stopped by PID.
+
+One per test session (the `live` fixture): the `make airflow` checks (tests/scripts) and the
+nightly story under the scheduler (tests/dags) share it; the Ctrl-C test stops it, and a test
+that asks for it afterwards gets a fresh one.
+"""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -11,12 +17,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import requests
+import yaml
 
 from pipeline.config import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "airflow_standalone.sh"
 DAG_ID = "recommender_nightly"
+FIRST, STORY_DAY = dt.date(2026, 11, 1), dt.date(2026, 11, 5)
 
 
 def free_port() -> int:
@@ -103,7 +112,7 @@ class LiveAirflow:
     def stop(self, reader_gone: bool = False) -> str:
         """Ctrl-C to the script (it stops what it started); SIGKILL the group if it hangs.
         `reader_gone`: close our end of its output first, as a killed terminal or test would."""
-        if self.proc is None:
+        if self.proc is None or self.proc.returncode is not None:
             return ""
         if reader_gone:
             self.proc.stdout.close()
@@ -116,3 +125,44 @@ class LiveAirflow:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             raise
+
+
+def _story_config(root: Path):
+    """A yearly cron whose first interval has not ended: unpausing schedules no run of its own, so
+    only the runs the tests trigger (with an explicit run_date) exist. The data dates are in the
+    past: the landing deadline is set to 1 h from now so the marker wait really waits."""
+    from pipeline.datagen import generate
+    from tests.conftest import make_tiny_config
+
+    since = dt.datetime.now(dt.UTC) - dt.datetime.combine(STORY_DAY + dt.timedelta(days=1), dt.time(), dt.UTC)
+    config = make_tiny_config(root, **{"schedule.cron": "0 2 1 1 *", "schedule.retries": 1,
+                                       "schedule.retry_delay_s": 1.0, "schedule.data_poke_s": 1.0,
+                                       "schedule.data_wait_h": since.total_seconds() / 3600 + 1})
+    (root / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
+    g = config.generator
+    generate(config.data.raw_root, FIRST, (STORY_DAY - FIRST).days + 1, users=g.users, items=g.items,
+             events_per_day=g.events_per_day, seed=g.seed, with_ceiling=False)
+    return config
+
+
+@pytest.fixture(scope="session")
+def _live_airflow(tmp_path_factory):
+    holder: dict = {}
+    yield holder
+    if "airflow" in holder:
+        holder["airflow"].stop()
+
+
+@pytest.fixture
+def live(_live_airflow, tmp_path_factory):
+    """(config, LiveAirflow): logged in, the DAG parsed and unpaused; started at first use."""
+    airflow = _live_airflow.get("airflow")
+    if airflow is None or airflow.proc.poll() is not None:
+        root = tmp_path_factory.mktemp("live")
+        _live_airflow["config"] = _story_config(root)
+        airflow = _live_airflow["airflow"] = LiveAirflow(root / "airflow", {"RECO_CONFIG": str(root / "params.yaml")})
+        airflow.start()
+        assert airflow.login().status_code == 201
+        airflow.wait_for_dag()
+        assert airflow.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).status_code == 200
+    return _live_airflow["config"], airflow

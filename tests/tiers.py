@@ -28,7 +28,7 @@ HEAVY_FIXTURES = {
     "train_data": "integration",        # tf.Transform on Beam, in a subprocess
     "trained": "integration",           # the session's 2-worker gang
     "gang_scenario": "integration",     # the kill / resume / export-kill gang
-    "live": "airflow",                  # the one live scheduler + api-server
+    "live": "airflow",                  # the one live scheduler + api-server (tests/live_airflow.py)
     "airflow_home": "airflow",          # a migrated Airflow home
     "lean_venv": "packaging",           # a venv with only the [airflow] extra
 }

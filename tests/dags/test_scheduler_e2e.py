@@ -1,10 +1,11 @@
-"""The nightly DAG under a real scheduler: `make airflow`'s script in a temp AIRFLOW_HOME on loopback,
-runs triggered through the REST API as a person or a CI job would.
+"""The nightly DAG under a real scheduler: `make airflow`'s script in a temp AIRFLOW_HOME on loopback
+(the session's one live Airflow, tests/live_airflow.py), runs triggered through the REST API as a
+person or a CI job would.
 
-One module, one Airflow, four stories in order (the DAG runs one run at a time): conf refusals; a
-run that waits for its data to land and serves version 1; a forced push of a NOT_BLESSED model
-during which a training worker is SIGKILLed mid-epoch, the retry resumes from the backup, and the
-push waits for an Approve given through the HITL API.
+Two stories: conf refusals; and one night that meets everything on-call meets: the run waits for
+its data to land, a training worker is SIGKILLed mid-epoch and the retry resumes from the backup,
+the model is NOT_BLESSED and forced, and the push waits for an Approve given through the HITL API,
+then serves and announces the version.
 """
 from __future__ import annotations
 
@@ -14,43 +15,13 @@ import os
 import signal
 
 import pytest
-import yaml
 
 from pipeline.contracts.inputs import SUCCESS_MARKER, mark_landed
 from pipeline.paths import events_partition
 from tests.components.train.conftest import worker_processes
-from tests.conftest import make_tiny_config
-from tests.live_airflow import DAG_ID, LiveAirflow
+from tests.live_airflow import DAG_ID, STORY_DAY
 
 pytestmark = pytest.mark.airflow
-FIRST, SERVED_DAY, FORCED_DAY = dt.date(2026, 11, 1), dt.date(2026, 11, 4), dt.date(2026, 11, 5)
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    from pipeline.datagen import generate
-
-    root = tmp_path_factory.mktemp("sched")
-    # A yearly cron whose first interval has not ended: unpausing schedules no run of its own,
-    # so only the runs this test triggers (with an explicit run_date) exist. The data dates are in
-    # the past: the landing deadline is set to 1 h from now so the marker wait really waits.
-    since = dt.datetime.now(dt.UTC) - dt.datetime.combine(SERVED_DAY + dt.timedelta(days=1), dt.time(), dt.UTC)
-    config = make_tiny_config(root, **{"schedule.cron": "0 2 1 1 *", "schedule.retries": 1,
-                                       "schedule.retry_delay_s": 1.0, "schedule.data_poke_s": 1.0,
-                                       "schedule.data_wait_h": since.total_seconds() / 3600 + 1})
-    (root / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
-    g = config.generator
-    generate(config.data.raw_root, FIRST, 5, users=g.users, items=g.items, events_per_day=g.events_per_day,
-             seed=g.seed, with_ceiling=False)
-    airflow = LiveAirflow(root / "airflow", {"RECO_CONFIG": str(root / "params.yaml")})
-    try:
-        airflow.start()
-        assert airflow.login().status_code == 201
-        airflow.wait_for_dag()
-        assert airflow.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).status_code == 200
-        yield config, airflow
-    finally:
-        airflow.stop()
 
 
 def run_id_of(reply) -> str:
@@ -90,27 +61,8 @@ def run_file(config, day: dt.date, name: str) -> dict:
     return json.loads(next((config.data.artifact_root / "runs" / day.isoformat()).glob(f"*/{name}")).read_text())
 
 
-def test_run_waits_for_its_data_then_serves_and_announces_the_model(live):
-    config, airflow = live
-    before = served_version(config)
-    (events_partition(config.data.raw_root, SERVED_DAY) / SUCCESS_MARKER).unlink()   # still "landing"
-    run_id = run_id_of(airflow.trigger({"run_date": SERVED_DAY.isoformat(), "epochs": 1}))
-    airflow.wait_for("wait_for_data to defer", lambda: airflow.task_state(run_id, "wait_for_data") == "deferred",
-                     timeout=240)
-    assert airflow.task_state(run_id, "validate") in (None, "none", "scheduled", "queued")
-    mark_landed(events_partition(config.data.raw_root, SERVED_DAY))       # the upstream export finishes
-    assert airflow.wait_for_run(run_id) == "success", airflow.component_logs()
-    summary = run_file(config, SERVED_DAY, "summary.json")
-    assert summary["pushed"] and summary["served_version"] == before + 1, summary
-    event = served_events(airflow)[-1]
-    assert (event["version"], event["run_date"], event["blessed"]) == (before + 1, SERVED_DAY.isoformat(), True)
-    assert event["auc"] == summary["candidate_auc"]
-    waited = airflow.task_log(run_id, "wait_for_data")
-    assert "waiting until" in waited and "for events ds=2026-11-04" in waited, waited[-3000:]
-
-
 def _kill_a_worker_after_epoch_one(config, airflow) -> bool:
-    progress = list((config.data.artifact_root / "runs" / FORCED_DAY.isoformat()).glob("*/train/progress.json"))
+    progress = list((config.data.artifact_root / "runs" / STORY_DAY.isoformat()).glob("*/train/progress.json"))
     if not progress or json.loads(progress[0].read_text())["backed_up_epochs"] < 1:
         return False
     victims = worker_processes(index=1, root=airflow.proc.pid)    # the train task's gang, below the script
@@ -119,19 +71,25 @@ def _kill_a_worker_after_epoch_one(config, airflow) -> bool:
     return bool(victims)
 
 
-def test_killed_worker_resumes_and_a_forced_push_waits_for_approval(live):
+def test_a_night_waits_for_its_data_survives_a_killed_worker_and_a_forced_push_waits_for_approval(live):
     config, airflow = live
-    conf = {"run_date": FORCED_DAY.isoformat(), "epochs": 3, "min_auc": 0.99, "force_push": True,
+    conf = {"run_date": STORY_DAY.isoformat(), "epochs": 3, "min_auc": 0.99, "force_push": True,
             "force_reason": "scheduler test"}
     before, announced = served_version(config), len(served_events(airflow))
+    landing = events_partition(config.data.raw_root, STORY_DAY)
+    (landing / SUCCESS_MARKER).unlink(missing_ok=True)                      # still "landing"
     run_id = run_id_of(airflow.trigger(conf))
+    airflow.wait_for("wait_for_data to defer", lambda: airflow.task_state(run_id, "wait_for_data") == "deferred",
+                     timeout=240)
+    assert airflow.task_state(run_id, "validate") in (None, "none", "scheduled", "queued")
+    mark_landed(landing)                                                   # the upstream export finishes
     airflow.wait_for("a training worker to finish epoch 1", lambda: _kill_a_worker_after_epoch_one(config, airflow),
                      timeout=600, every=0.2)
     train = airflow.wait_for("train to succeed on its retry",
                              lambda: (ti := airflow.api("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train")
                                       .json())["state"] == "success" and ti, timeout=600)
     assert train["try_number"] == 2, train
-    assert run_file(config, FORCED_DAY, "train/result.json")["initial_epoch"] >= 1     # resumed, not retrained
+    assert run_file(config, STORY_DAY, "train/result.json")["initial_epoch"] >= 1      # resumed, not retrained
     first_try = airflow.task_log(run_id, "train", 1)
     assert "RECO FAILED" in first_try and "will retry" in first_try, first_try[-3000:]
 
@@ -154,4 +112,10 @@ def test_killed_worker_resumes_and_a_forced_push_waits_for_approval(live):
                          "push_record.json").read_text())
     assert record["forced"] and record["force_reason"] == "scheduler test (approved by admin)", record
     events = served_events(airflow)
-    assert len(events) == announced + 1 and events[-1]["version"] == before + 1 and not events[-1]["blessed"]
+    assert len(events) == announced + 1 and not events[-1]["blessed"]
+    assert (events[-1]["version"], events[-1]["run_date"]) == (before + 1, STORY_DAY.isoformat())
+    summary = run_file(config, STORY_DAY, "summary.json")
+    assert summary["pushed"] and summary["served_version"] == before + 1, summary
+    assert events[-1]["auc"] == summary["candidate_auc"]
+    waited = airflow.task_log(run_id, "wait_for_data")
+    assert "waiting until" in waited and f"for events ds={STORY_DAY.isoformat()}" in waited, waited[-3000:]

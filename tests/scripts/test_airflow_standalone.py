@@ -1,6 +1,7 @@
 """`make airflow` for real: scheduler, dag-processor, triggerer and api-server started by the
-script in a temp AIRFLOW_HOME on a free port; loopback only, a real login, Ctrl-C stops them all
-(even when nobody reads the script's output any more)."""
+script in a temp AIRFLOW_HOME on a free port (the session's one live Airflow,
+tests/live_airflow.py); loopback only, a real login, Ctrl-C stops them all (even when nobody
+reads the script's output any more)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ import psutil
 import pytest
 import requests
 
-from tests.live_airflow import DAG_ID, LiveAirflow
+from tests.live_airflow import DAG_ID
 
 pytestmark = pytest.mark.airflow
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -28,37 +29,44 @@ def listening_addresses(pids: list[int]) -> set[str]:
     return out
 
 
-def test_make_airflow_listens_on_loopback_requires_login_and_stops_on_ctrl_c(tmp_path):
-    airflow, tree = LiveAirflow(tmp_path / "airflow"), []
-    try:
-        airflow.start()
-        tree = [airflow.proc.pid] + [c.pid for c in psutil.Process(airflow.proc.pid).children(recursive=True)]
-        names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in tree if psutil.pid_exists(p))
-        # (the api-server retitles itself "airflow api_server -- host:...")
-        assert all(f"airflow {c}" in names or f"airflow {c.replace('-', '_')}" in names for c in COMPONENTS), names
-        # LocalExecutor sized to the machine, not Airflow's default 32 workers.
-        assert names.count("LocalExecutor") == len(os.sched_getaffinity(0)), names   # what nproc counts
+def process_tree(airflow) -> list[int]:
+    return [airflow.proc.pid] + [c.pid for c in psutil.Process(airflow.proc.pid).children(recursive=True)]
 
-        assert requests.get(f"{airflow.url}/api/v2/dags", timeout=10).status_code == 401   # no login, no API
-        assert airflow.login(password="wrong").status_code == 401
-        assert airflow.login().status_code == 201
-        assert airflow.api("GET", "/dags").status_code == 200
 
-        # A conf value outside a Param's schema is refused at trigger time (the DAG stays paused).
-        airflow.wait_for_dag()
-        bad = airflow.trigger({"workers": 0})
-        assert bad.status_code == 400 and "workers" in bad.text, (bad.status_code, bad.text)
-        assert airflow.api("GET", f"/dags/{DAG_ID}/dagRuns").json()["total_entries"] == 0
+def test_make_airflow_listens_on_loopback_requires_login_and_refuses_bad_conf(live):
+    _, airflow = live
+    tree = process_tree(airflow)
+    names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in tree if psutil.pid_exists(p))
+    # (the api-server retitles itself "airflow api_server -- host:...")
+    assert all(f"airflow {c}" in names or f"airflow {c.replace('-', '_')}" in names for c in COMPONENTS), names
+    # LocalExecutor sized to the machine, not Airflow's default 32 workers.
+    assert names.count("LocalExecutor") == len(os.sched_getaffinity(0)), names   # what nproc counts
 
-        # Nothing listens beyond loopback (no 0.0.0.0 API, no log servers).
-        addresses = listening_addresses(tree)
-        assert addresses and addresses <= {"127.0.0.1"}, addresses
-        url_line = next(line for line in airflow.proc.stdout if "Airflow UI" in line)
-        assert f"Airflow UI: http://127.0.0.1:{airflow.port}" in url_line, url_line
-    finally:
-        # Ctrl-C after whoever read the script's output has gone (a closed terminal, a killed
-        # test): stopping must not depend on being able to print.
-        airflow.stop(reader_gone=True)
+    assert requests.get(f"{airflow.url}/api/v2/dags", timeout=10).status_code == 401   # no login, no API
+    assert airflow.login(password="wrong").status_code == 401
+    assert airflow.login().status_code == 201
+    assert airflow.api("GET", "/dags").status_code == 200
+
+    # A conf value outside a Param's schema is refused at trigger time: no run is created.
+    runs = airflow.api("GET", f"/dags/{DAG_ID}/dagRuns").json()["total_entries"]
+    bad = airflow.trigger({"workers": 0})
+    assert bad.status_code == 400 and "workers" in bad.text, (bad.status_code, bad.text)
+    assert airflow.api("GET", f"/dags/{DAG_ID}/dagRuns").json()["total_entries"] == runs
+
+    # Nothing listens beyond loopback (no 0.0.0.0 API, no log servers).
+    addresses = listening_addresses(tree)
+    assert addresses and addresses <= {"127.0.0.1"}, addresses
+    url_line = next(line for line in airflow.proc.stdout if "Airflow UI" in line)
+    assert f"Airflow UI: http://127.0.0.1:{airflow.port}" in url_line, url_line
+
+
+def test_ctrl_c_stops_every_component_even_with_nobody_reading(live):
+    """Last of the session's live-Airflow tests (collection order): it stops the shared one."""
+    _, airflow = live
+    tree = process_tree(airflow)
+    # Ctrl-C after whoever read the script's output has gone (a closed terminal, a killed test):
+    # stopping must not depend on being able to print.
+    airflow.stop(reader_gone=True)
     time.sleep(1)
     left = [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not left, [" ".join(psutil.Process(p).cmdline()) for p in left]
