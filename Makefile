@@ -18,14 +18,18 @@ $(STAMP): setup.py constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[airflow,worker,dev]'
 	@touch $(STAMP)
 
+# xdist workers: each heavy tier is one group on one worker (tests/tiers.py); 0 = no xdist.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 # Every tier, in one session (the heavy set-ups are built once): tests/tiers.py says what each holds.
 test: setup
 	$(PY) -m ruff check pipeline components dags tests bench
-	$(PY) -m pytest -q --durations=15 tests
+	$(PYTEST) --durations=15 tests
 
 # The unit tier: no Beam pipeline, no gang, no Airflow process (tests/tiers.py enforces it).
 test-fast: setup
-	$(PY) -m pytest -q -m unit tests
+	$(PYTEST) -m unit tests
 
 test-integration: setup
 	$(PY) -m pytest -q -m integration tests

@@ -23,7 +23,7 @@ WORKER = [
     "psutil>=5.9",
     "kubernetes>=29",                       # the training launcher pod's API client (kube_client.py)
 ]
-DEV = ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.5"]
+DEV = ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "ruff>=0.5"]
 
 setup(
     name="reco-nightly",

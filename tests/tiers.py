@@ -7,7 +7,12 @@
 - airflow: real Airflow: `airflow dags test` stories and one live scheduler + api-server.
 - packaging: what a fresh install gives (the lean `.[airflow]` venv).
 
-A test without a tier marker is unit. Two checks:
+A test without a tier marker is unit. `make test` runs the tiers in one session on two xdist
+workers (`--dist loadgroup`): each heavy tier is one xdist group, so its session fixtures are
+built once, on one worker, while the other worker takes the other heavy tier and the unit tests.
+The heavy groups are ordered first, so neither worker is left with a heavy tail.
+
+Two checks:
 1. at collection, a test whose fixtures belong to a tier its own tier may not use fails the
    whole collection, naming the test and the fixture (`HEAVY_FIXTURES` below);
 2. while a unit test runs, starting a Beam pipeline, a gang or an Airflow process raises
@@ -20,6 +25,7 @@ import subprocess
 import pytest
 
 TIERS = ("unit", "integration", "airflow", "packaging")
+RUN_ORDER = ("integration", "airflow", "packaging", "unit")
 MAY_USE = {"unit": {"unit"}, "integration": {"unit", "integration"},
            "airflow": {"unit", "integration", "airflow"}, "packaging": {"unit", "packaging"}}
 # The set-ups that make a tier heavy; every fixture built on them inherits their tier.
@@ -65,6 +71,10 @@ def pytest_collection_modifyitems(config, items):
                 offences.append(f"{item.nodeid}: a {tier} test uses fixture {name!r} of the {needed} tier")
     if offences:
         raise pytest.UsageError("tests in the wrong tier (tests/tiers.py):\n  " + "\n  ".join(offences))
+    for item in items:
+        if tier_of(item) != "unit":
+            item.add_marker(pytest.mark.xdist_group(tier_of(item)))
+    items.sort(key=lambda item: RUN_ORDER.index(tier_of(item)))      # stable: each tier keeps its order
 
 
 REFUSED_COMMANDS = ("airflow", "components.train.worker", "airflow_standalone.sh", "tft_fixture")

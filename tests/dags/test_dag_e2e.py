@@ -31,9 +31,12 @@ def e2e(tmp_path_factory):
     from pipeline.datagen import generate
 
     root = tmp_path_factory.mktemp("e2e")
-    # No absolute AUC gate where the gate is not under test: a first model is BLESSED whatever a
-    # tiny model's luck (the NOT_BLESSED story sets its own, on a day with no signal at all).
-    config = make_tiny_config(root, **{"schedule.retries": 0, "train.epochs": 2, "eval.min_auc": None})
+    # A chance-level absolute gate where the gate is not under test (a first model needs one
+    # threshold): BLESSED whatever a tiny model's luck; the NOT_BLESSED story sets its own, on a
+    # day with no signal at all. One worker, one epoch: the gang's own stories are
+    # tests/components/train and the scheduler night.
+    config = make_tiny_config(root, **{"schedule.retries": 0, "train.epochs": 1, "train.workers": 1,
+                                       "eval.min_auc": 0.0})
     (root / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
     g = config.generator
     generate(config.data.raw_root, FIRST, 6, users=g.users, items=g.items, events_per_day=g.events_per_day,
@@ -93,7 +96,7 @@ def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e, served):
     config = e2e[0]
     # Labels shuffled on the eval day: every model scores AUC 0.5 give or take ~0.02 here, so an
     # absolute gate of 0.6 refuses it every time.
-    log = dags_test(e2e, SHUFFLED_DAY, conf={"min_auc": 0.6, "epochs": 1})
+    log = dags_test(e2e, SHUFFLED_DAY, conf={"min_auc": 0.6})
     summary = summary_of(config, SHUFFLED_DAY)
     assert summary["blessed"] is False and summary["pushed"] is False, summary
     assert summary["baseline_version"] == 1 and summary["served_version"] == 1
@@ -104,9 +107,9 @@ def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e, served):
 
 def test_backfilled_older_date_never_replaces_the_newer_model(e2e, served):
     config = e2e[0]
-    # No AUC gate at all, so the candidate is BLESSED and the push policy itself must refuse.
-    # (Against the served model it would lose anyway: day D-1 is inside that model's training window.)
-    dags_test(e2e, BACKFILL_DAY, conf={"max_auc_drop": None, "min_auc": None, "epochs": 1})
+    # Only the chance-level absolute gate, so the candidate is BLESSED and the push policy itself must
+    # refuse. (Against the served model it would lose anyway: day D-1 is inside that model's training window.)
+    dags_test(e2e, BACKFILL_DAY, conf={"max_auc_drop": None})
     summary = summary_of(config, BACKFILL_DAY)
     assert summary["blessed"] is True, summary
     assert summary["pushed"] is False and summary["served_version"] == 1, summary
