@@ -53,14 +53,21 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{tier}: the {tier} tier (tests/tiers.py)")
 
 
-@pytest.hookimpl(tryfirst=True)      # before -m deselects: unmarked tests get their tier first
+def pytest_itemcollected(item):
+    """Each test's tier, and its xdist group, before any collection hook reads markers (-m,
+    xdist's loadgroup)."""
+    tiers = [m.name for m in item.iter_markers() if m.name in TIERS]
+    if not tiers:
+        item.add_marker(pytest.mark.unit)
+    elif tiers[0] != "unit":
+        item.add_marker(pytest.mark.xdist_group(tiers[0]))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     offences = []
     for item in items:
         tiers = {m.name for m in item.iter_markers() if m.name in TIERS}
-        if not tiers:
-            item.add_marker(pytest.mark.unit)
-            tiers = {"unit"}
         if len(tiers) > 1:
             offences.append(f"{item.nodeid}: more than one tier {sorted(tiers)}")
             continue
@@ -71,10 +78,21 @@ def pytest_collection_modifyitems(config, items):
                 offences.append(f"{item.nodeid}: a {tier} test uses fixture {name!r} of the {needed} tier")
     if offences:
         raise pytest.UsageError("tests in the wrong tier (tests/tiers.py):\n  " + "\n  ".join(offences))
-    for item in items:
-        if tier_of(item) != "unit":
-            item.add_marker(pytest.mark.xdist_group(tier_of(item)))
     items.sort(key=lambda item: RUN_ORDER.index(tier_of(item)))      # stable: each tier keeps its order
+    if config.getoption("loadgroup", default=False):      # xdist absent: no groups to name
+        _name_xdist_groups(items)
+
+
+def _name_xdist_groups(items) -> None:
+    """What xdist's loadgroup does on a worker: `nodeid@group`, the suffix its scheduler groups by.
+    xdist 3.8 writes `item._nodeid`, which pytest 9.2 no longer reads (the nodeid is `item._id`),
+    so without this every test of a group may land on either worker."""
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        if group and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{group.args[0]}")
 
 
 REFUSED_COMMANDS = ("airflow", "components.train.worker", "airflow_standalone.sh", "tft_fixture")
