@@ -33,10 +33,24 @@ def process_tree(airflow) -> list[int]:
     return [airflow.proc.pid] + [c.pid for c in psutil.Process(airflow.proc.pid).children(recursive=True)]
 
 
+def live_cmdlines(pids: list[int]) -> list[str]:
+    """Command lines of the processes still running: a short-lived child (a DAG parse, a
+    gunicorn worker) may exit, or linger as a zombie, between listing the tree and reading it."""
+    out = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(" ".join(proc.cmdline()))
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    return out
+
+
 def test_make_airflow_listens_on_loopback_requires_login_and_refuses_bad_conf(live):
     _, airflow = live
     tree = process_tree(airflow)
-    names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in tree if psutil.pid_exists(p))
+    names = " ".join(live_cmdlines(tree))
     # (the api-server retitles itself "airflow api_server -- host:...")
     assert all(f"airflow {c}" in names or f"airflow {c.replace('-', '_')}" in names for c in COMPONENTS), names
     # LocalExecutor sized to the machine, not Airflow's default 32 workers.
@@ -68,5 +82,5 @@ def test_ctrl_c_stops_every_component_even_with_nobody_reading(live):
     # stopping must not depend on being able to print.
     airflow.stop(reader_gone=True)
     time.sleep(1)
-    left = [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    assert not left, [" ".join(psutil.Process(p).cmdline()) for p in left]
+    left = live_cmdlines(tree)
+    assert not left, left
