@@ -21,6 +21,7 @@ version is the highest one that is not a canary.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -28,12 +29,19 @@ from typing import Any
 
 from pipeline import fsutil
 
+log = logging.getLogger(__name__)
+
 PUSH_RECORD = "push_record.json"
 EXPORT_FACTS = "export_facts.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 VERIFY_REQUESTS = "verification_requests.json"
 ASSETS_EXTRA = "assets.extra"
 MODELS_CONFIG = "models.config"
+PUSH_ADDED = (PUSH_RECORD, WARMUP_FILE, VERIFY_REQUESTS)    # written by push into a version, not by export
+# TF Serving answers XLA-marked functions only with this flag (its flag help: otherwise "models
+# utilizing this feature will return bad Status on first compilation request").
+XLA_SERVING_FLAG = "--xla_cpu_compilation_enabled=true"
+XLA_MARK = b"_XlaMustCompile"      # the function attribute `jit_compile=` sets in the graph
 
 
 def list_versions(model_base: Path) -> list[int]:
@@ -73,12 +81,18 @@ def write_export_facts(export_dir: Path, tf_serving_flags: list[str]) -> None:
 
 
 def export_facts(export_dir: Path) -> dict[str, Any]:
-    """The export's facts; an export without them was not written by this pipeline's train step."""
+    """The export's facts. An export written before the train step recorded them (a retry after
+    an upgrade, a model exported by hand) gets the conservative answer: the XLA flag whenever the
+    graph mentions the XLA mark at all (an explicit `jit_compile=False` too), since enabling XLA
+    on a server costs nothing for a model that never asks for it."""
     path = Path(export_dir) / ASSETS_EXTRA / EXPORT_FACTS
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: {export_dir} is not an export of the train step "
-                                "(components/train/worker/export.py writes it)")
-    return json.loads(path.read_text())
+    if path.exists():
+        return json.loads(path.read_text())
+    graph = Path(export_dir) / "saved_model.pb"
+    flags = [XLA_SERVING_FLAG] if graph.exists() and XLA_MARK in graph.read_bytes() else []
+    log.warning("%s has no %s (not written by this version's train step): assuming server flags %s",
+                export_dir, EXPORT_FACTS, flags or "none")
+    return {"tf_serving_flags": flags}
 
 
 def read_push_record(vdir: Path) -> dict[str, Any] | None:
@@ -157,8 +171,9 @@ def model_digest(vdir: Path) -> str:
     return record.get("model_digest") or tree_digest(vdir)
 
 
-def tree_digest(root: Path, exclude: tuple[str, ...] = (ASSETS_EXTRA,)) -> str:
-    """sha256 over a SavedModel's files (relative path + bytes), ignoring push-added extras.
+def tree_digest(root: Path) -> str:
+    """sha256 over a SavedModel's files (relative path + bytes), ignoring what push adds to a
+    version (the export's own assets.extra files, its facts among them, are digested).
 
     The gate records the digest of the model it judged; push refuses to publish other bytes
     under that verdict (a retrained model would otherwise ride on yesterday's BLESSED), and
@@ -169,7 +184,7 @@ def tree_digest(root: Path, exclude: tuple[str, ...] = (ASSETS_EXTRA,)) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
-        if rel.parts[0] in exclude:
+        if rel.parts[0] == ASSETS_EXTRA and rel.name in PUSH_ADDED:
             continue
         digest.update(str(rel).encode() + b"\0")
         digest.update(fsutil.sha256_file(path).encode())

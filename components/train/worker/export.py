@@ -224,10 +224,8 @@ def xla_compiled_functions(export_dir: Path) -> list[str]:
 
 
 def tf_serving_flags(export_dir: Path) -> list[str]:
-    """The model-server flags this export needs. XLA-marked functions: TF Serving answers them
-    only with `--xla_cpu_compilation_enabled=true` (its flag help: otherwise "models utilizing
-    this feature will return bad Status on first compilation request")."""
-    return ["--xla_cpu_compilation_enabled=true"] if xla_compiled_functions(export_dir) else []
+    """The model-server flags this export needs (serving.XLA_SERVING_FLAG for XLA-marked functions)."""
+    return [serving.XLA_SERVING_FLAG] if xla_compiled_functions(export_dir) else []
 
 
 def raw_example(row: dict) -> bytes:

@@ -130,6 +130,29 @@ def test_verification_mismatch_unpublishes_and_fails(runs):
     assert serving.read_push_record(paths.model_base / "1")["data_date"] == FIRST_DAY.isoformat()
 
 
+def test_an_export_without_facts_is_pushed_with_conservative_flags(runs, caplog):
+    """A model exported before the train step recorded its facts (a retry after an upgrade)."""
+    config, paths = runs.make(MALFORMED_DAY)
+    (paths.model_dir / serving.ASSETS_EXTRA / serving.EXPORT_FACTS).unlink()
+    assert evaluate(config, paths).blessed
+    with caplog.at_level("WARNING", logger="pipeline.contracts.serving"):
+        result = run(config, paths)
+    assert result.pushed and f"no {serving.EXPORT_FACTS}" in caplog.text
+    graph_marks_xla = serving.XLA_MARK in (paths.model_dir / "saved_model.pb").read_bytes()
+    assert serving.read_push_record(paths.model_base / "1")["tf_serving_flags"] == (
+        [serving.XLA_SERVING_FLAG] if graph_marks_xla else [])
+
+
+def test_the_verdict_covers_the_export_facts(runs):
+    """The facts travel with the model into the version, so the gate's digest covers them."""
+    config, paths = runs.make(MALFORMED_DAY)
+    assert evaluate(config, paths).blessed
+    serving.write_export_facts(paths.model_dir, [serving.XLA_SERVING_FLAG])      # changed after the gate
+    with pytest.raises(PushError, match="not the model that was evaluated"):
+        run(config, paths)
+    assert _versions(config) == []
+
+
 def test_models_config_keeps_other_models_and_rejects_garbage(tmp_path):
     from tensorflow_serving.config import model_server_config_pb2
 

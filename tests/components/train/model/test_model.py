@@ -8,6 +8,7 @@ import tensorflow as tf
 from components.train.model.build import VocabSizes, build_model, compile_model, global_batch_size, scaled_learning_rate
 from pipeline.config import ModelConfig, TrainConfig
 from pipeline.contracts import features as F
+from pipeline.contracts import serving
 
 TINY = ModelConfig(title_len=6, history_len=9, embedding_dim=8, lstm_units=8,
                    image_units=(16, 8), hidden_units=16, title_vocab_size=30,
@@ -116,4 +117,6 @@ def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_
     module = tf.Module()
     module.model_variables = list(model.variables)
     tf.saved_model.save(module, str(tmp_path / "m"), signatures={"serving_transformed": serve})
-    assert tf_serving_flags(tmp_path / "m") == (["--xla_cpu_compilation_enabled=true"] if xla else [])
+    assert tf_serving_flags(tmp_path / "m") == ([serving.XLA_SERVING_FLAG] if xla else [])
+    # Saved without the export's facts (an older export): push's fallback still asks for the flag.
+    assert set(tf_serving_flags(tmp_path / "m")) <= set(serving.export_facts(tmp_path / "m")["tf_serving_flags"])
