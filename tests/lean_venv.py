@@ -7,12 +7,12 @@ what is tested is always this checkout's package, built from its own setup.py.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from pipeline.config import PROJECT_ROOT
@@ -34,17 +34,21 @@ def _pip(python: Path, *args: str) -> None:
 
 
 def lean_python() -> Path:
-    """The lean venv's python, with this checkout's package freshly installed in it."""
-    venv = CACHE / f"lean-venv-{deps_hash()}"
-    if not (venv / ".complete").exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix="lean-venv-", dir=CACHE))
-        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True, timeout=120)
-        _pip(building / "bin" / "python", f"{PROJECT_ROOT}[airflow]")
-        (building / ".complete").touch()
-        shutil.rmtree(venv, ignore_errors=True)           # a build that died before its marker
-        building.rename(venv)                            # a venv's scripts name their own path:
-        subprocess.run([sys.executable, "-m", "venv", "--upgrade", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    _pip(python, "--no-deps", "--force-reinstall", str(PROJECT_ROOT))
+    """The lean venv's python, with this checkout's package freshly installed in it.
+
+    Built in place (a venv's scripts name their own path in their shebang, so a venv cannot be
+    built elsewhere and renamed) under a lock, so two runs on one machine never build it at once;
+    the `.complete` marker is written last, so a build that died is rebuilt from scratch.
+    """
+    venv = CACHE / f"lean-venv-v2-{deps_hash()}"        # v2: built in place (v1 venvs were renamed)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / ".complete").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            _pip(venv / "bin" / "python", f"{PROJECT_ROOT}[airflow]")
+            (venv / ".complete").touch()
+        python = venv / "bin" / "python"
+        _pip(python, "--no-deps", "--force-reinstall", str(PROJECT_ROOT))
     return python
