@@ -5,8 +5,11 @@ value and this expectation (`train.workers: got 0, expected an int >= 1`).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
+
+from pipeline.config_sections import ExecutionConfig, ValidateConfig
 
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "window.train_days": (lambda v: v >= 1, "an int >= 1 (days)"),
@@ -59,11 +62,13 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "eval.bootstrap_samples": (lambda v: v >= 0, "an int >= 0 (0 = no bootstrap)"),
 }
 
-# Keys that moved to another section: the old name is refused with a message naming the new one.
+# Sections carved out of another: each of their keys, under the old section's name, is refused
+# with a message naming where it lives now.
+CARVED_OUT: dict[str, tuple[str, type]] = {
+    "train": ("execution", ExecutionConfig),
+    "preprocess": ("validate", ValidateConfig),
+}
 MOVED_KEYS: dict[str, str] = {
-    **{f"train.{key}": f"execution.{key}" for key in (
-        "backend", "image", "namespace", "k8s_flavor", "k8s_artifacts_pvc", "k8s_raw_pvc", "k8s_serving_pvc",
-        "k8s_service_account")},
-    **{f"preprocess.{key}": f"validate.{key}" for key in (
-        "max_label_rate_drift", "warn_label_rate_drift", "max_row_count_drift", "warn_row_count_drift")},
+    f"{old}.{field.name}": f"{new}.{field.name}"
+    for old, (new, section) in CARVED_OUT.items() for field in dataclasses.fields(section)
 }
