@@ -35,7 +35,7 @@ DOC = """
 
 wait for data → validate → preprocess → stage → train → evaluate against the served model →
 gate → approval of a forced push → push to TF Serving → summary. What each param does, how the
-gate decides, backfills, retries and the on-call lines: the project's README ("Operate it") and
+gate decides, backfills, retries and the on-call lines: the project's README ("Using it from the Airflow UI") and
 docs/operations.md.
 """
 
