@@ -71,6 +71,17 @@ def summary_of(config, day: dt.date) -> dict:
     return json.loads(found[0].read_text())
 
 
+def served_events(e2e) -> list[dict]:
+    """The served-model asset's events in the run's Airflow DB (what a downstream DAG is
+    scheduled on), oldest first."""
+    import sqlite3
+
+    with sqlite3.connect(e2e[2] / "airflow" / "airflow.db") as db:
+        rows = db.execute("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                          "WHERE a.name = 'reco_served_model' ORDER BY e.timestamp, e.id").fetchall()
+    return [json.loads(extra) for (extra,) in rows]
+
+
 @pytest.fixture(scope="module")
 def served(e2e) -> dict:
     """The first nightly run, which serves version 1: what the other runs are judged against."""
@@ -90,6 +101,10 @@ def test_first_run_serves_a_model(e2e, served):
     record = json.loads((served / "assets.extra" / "push_record.json").read_text())
     assert record["tf_serving_flags"] == []
     assert Path(summary["report"]).exists() and Path(summary["tensorboard"]).exists()
+    # Downstream DAGs hear of it: one served-model event, BLESSED, naming the version and day.
+    (event,) = served_events(e2e)
+    assert event["blessed"] and (event["version"], event["run_date"]) == (1, SERVED_DAY.isoformat()), event
+    assert event["auc"] == summary["candidate_auc"]
 
 
 def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e, served):
@@ -103,6 +118,7 @@ def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e, served):
     assert "GATE NOT_BLESSED" in log and "NOT_BLESSED" in summary["gate"]
     assert "starting task_id=gate" in log and "starting task_id=push" not in log   # skipped, never ran
     assert "starting task_id=summary" in log
+    assert [e["version"] for e in served_events(e2e)] == [1]        # nothing announced: nothing served
 
 
 def test_backfilled_older_date_never_replaces_the_newer_model(e2e, served):
@@ -114,6 +130,7 @@ def test_backfilled_older_date_never_replaces_the_newer_model(e2e, served):
     assert summary["blessed"] is True, summary
     assert summary["pushed"] is False and summary["served_version"] == 1, summary
     assert "older" in summary["push_reason"].lower() or "backfill" in summary["push_reason"].lower(), summary
+    assert [e["version"] for e in served_events(e2e)] == [1]
     run_dir = next((config.data.artifact_root / "runs" / BACKFILL_DAY.isoformat()).iterdir())
     assert (run_dir / "examples" / "manifest.json").exists() and (run_dir / "train" / "model").exists()
 
