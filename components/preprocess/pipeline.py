@@ -2,7 +2,8 @@
 
     items ─ValidateItems─┬─ catalog index (side input) ───────────────┐
                          ├─ item rows + impressions ─AnalyzeDataset─ transform_fn ─ WriteTransformFn
-                         └─ TransformItems (once per item) ─ item parts ──┐
+                         └─ TransformItems (once per item) ─┬─ item table ─ WriteItemTable
+                                                            └─ item parts ──┐
     events ─ValidateEvents(catalog)─┬─ CountImpressions (train only)     │
                                     └─ TransformEvents ─ JoinAndWrite(item parts) ─ shard stats
 
@@ -28,6 +29,7 @@ from components.preprocess import sinks
 from components.preprocess import steps as S
 from components.preprocess import transform as T
 from pipeline.config import Config
+from pipeline.contracts import item_table as IT
 from pipeline.contracts.inputs import Inputs
 from pipeline.contracts.rows import ITEM_COLUMNS, MODEL_EVENT_COLUMNS
 
@@ -91,8 +93,12 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
         written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out["transform"])
     ready = beam.pvalue.AsSingleton(written)
 
-    item_parts = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
-        S.TransformItems(out["transform"]), ready)
+    transformed = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
+        S.TransformItems(out["transform"]), ready, catalog).with_outputs("table", main="parts")
+    item_parts = transformed.parts
+    _ = transformed.table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
+        os.path.join(out["examples"], IT.ITEM_TABLE), S.item_table_schema(config.model.title_len),
+        num_shards=1, shard_name_template="")
     again = _events(p, "Transform", inputs, catalog)
     keyed = (again.events | "TransformEvents" >> beam.ParDo(
                  S.TransformEvents(out["transform"], shards, key_by_item=not side_input), ready))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from components.preprocess.report import row_report
 from pipeline.config import Config
+from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.contracts.inputs import ValidationError, check_inputs
 from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling, write_json_atomic
@@ -105,6 +106,14 @@ def _complete_shards(out_dir: Path, stats: list[dict], shards: dict[str, int]) -
     return stats
 
 
+def _item_table_record(out_dir: Path) -> dict:
+    """The manifest's entry for the item table the pipeline wrote (its rows from the footer)."""
+    import pyarrow.parquet as pq
+
+    path = out_dir / IT.ITEM_TABLE
+    return IT.record(IT.ITEM_TABLE, pq.ParquetFile(path).metadata.num_rows, path.stat().st_size, sha256_file(path))
+
+
 def _publish_rejected(paths: RunPaths, out: dict[str, str]) -> None:
     src = Path(out["rejected"])
     if src.exists():
@@ -151,7 +160,8 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
             shutil.rmtree(examples_tmp / scratch, ignore_errors=True)
         manifest = M.build(paths, stats, config.train.workers, config.preprocess.compression, config.model,
                            M.transform_fingerprint(Path(out["transform"])),
-                           extra={"rejected": report["rejected"], "join": report["join"]})
+                           extra={"rejected": report["rejected"], "join": report["join"],
+                                  "item_table": _item_table_record(examples_tmp)})
         write_json_atomic(examples_tmp / M.MANIFEST, manifest)
         M.publish(examples_tmp, Path(out["transform"]), paths.examples_dir, paths.transform_dir)
     except BaseException:

@@ -17,6 +17,7 @@ from components.preprocess import batches as B
 from components.preprocess import examples as E
 from components.preprocess import transform as T
 from pipeline.contracts import features as F
+from pipeline.contracts import item_table as IT
 from pipeline.contracts import rows
 
 ITEM_CHUNK = 512          # rows per transform call: bounds the [rows, 2048] float64 temporaries
@@ -175,21 +176,48 @@ def _loader(transform_dir: str, inputs: tuple[str, ...], outputs: tuple[str, ...
 
 
 class TransformItems(beam.DoFn):
-    """ItemBatch -> (item_id, serialized title_ids + image map entries), once per item."""
+    """ItemBatch -> (item_id, serialized title_ids + image map entries), once per item; and the
+    same items as rows of the run's item table ('table': Arrow tables, contracts/item_table.py)."""
 
     def __init__(self, transform_dir: str):
         self.transform_dir = transform_dir
 
-    def process(self, items: B.ItemBatch, _ready):
+    def process(self, items: B.ItemBatch, _ready, catalog: rows.Catalog):
         import tensorflow as tf
 
-        loader = _loader(self.transform_dir, T.ITEM_INPUTS, (F.TITLE_IDS, F.IMAGE_Z))
+        loader = _loader(self.transform_dir, (*T.ITEM_INPUTS, F.ITEM_ID), (F.TITLE_IDS, F.IMAGE_Z, F.TARGET_ID))
         out = loader.apply_transform_model({F.TITLE: tf.constant(items.titles.astype(bytes)),
-                                            F.IMAGE: tf.constant(items.images)})
-        titles = E.int64_entries(F.TITLE_IDS, out[F.TITLE_IDS].numpy())
-        images = out[F.IMAGE_Z].numpy()
+                                            F.IMAGE: tf.constant(items.images),
+                                            F.ITEM_ID: tf.constant(items.item_ids)})
+        title_ids, images = out[F.TITLE_IDS].numpy(), out[F.IMAGE_Z].numpy()
+        yield beam.pvalue.TaggedOutput("table", item_table_rows(
+            items.item_ids, catalog.good, out[F.TARGET_ID].numpy(), title_ids, images))
+        titles = E.int64_entries(F.TITLE_IDS, title_ids)
         for item_id, title, image in zip(items.item_ids.tolist(), titles, images):
             yield item_id, title + E.float_entry(F.IMAGE_Z, image)
+
+
+def item_table_schema(title_len: int) -> pa.Schema:
+    return pa.schema([(IT.ITEM_ID, pa.int64()), (IT.ROW, pa.int64()), (IT.EMBEDDING_ID, pa.int64()),
+                      (IT.TITLE_IDS, pa.list_(pa.int64(), title_len)),
+                      (IT.IMAGE, pa.list_(pa.float32(), F.IMAGE_DIM))])
+
+
+def item_table_rows(item_ids: np.ndarray, catalog_ids: np.ndarray, embedding_ids: np.ndarray,
+                    title_ids: np.ndarray, images: np.ndarray) -> pa.Table:
+    """Transformed items as item-table rows (fixed-size lists: one flat buffer per column). An
+    item the merged catalog refused (an id used twice across chunks) gets no row."""
+    def fixed(values: np.ndarray, arrow_type) -> pa.FixedSizeListArray:
+        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
+
+    table_rows = IT.rows_of(item_ids, catalog_ids)
+    keep = table_rows != IT.unknown_row(catalog_ids)
+    item_ids, table_rows, embedding_ids = item_ids[keep], table_rows[keep], embedding_ids[keep]
+    title_ids, images = title_ids[keep], images[keep]
+    return pa.table([pa.array(item_ids, pa.int64()), pa.array(table_rows, pa.int64()),
+                     pa.array(embedding_ids, pa.int64()), fixed(title_ids, pa.int64()),
+                     fixed(np.asarray(images, np.float32), pa.float32())],
+                    schema=item_table_schema(title_ids.shape[1]))
 
 
 def _history_sparse(batch: B.EventBatch):

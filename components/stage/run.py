@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from pipeline.config import Config
+from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.fsutil import disk_full_named, publish_dir, remove_stale_temps, require_free, sha256_file, temp_sibling
 from pipeline.paths import RunPaths
@@ -22,8 +23,10 @@ class StageError(RuntimeError):
 
 
 def _wanted(manifest: dict, worker: int | None, workers: int | None) -> list[dict]:
-    """Manifest shard records to stage: all splits; for a worker, its train and eval shares."""
-    return [s for split in M.SPLITS for s in M.shard_records(manifest, split, worker, workers)]
+    """Manifest records to stage: all splits' shards, or a worker's train and eval shares; and
+    the item table, which every worker reads whole."""
+    shards = [s for split in M.SPLITS for s in M.shard_records(manifest, split, worker, workers)]
+    return shards + M.item_table_record(manifest)
 
 
 def copy_verified(src: Path, dst: Path, size: int, sha256: str) -> None:
@@ -96,7 +99,7 @@ def run(config: Config, paths: RunPaths, worker: int | None = None,
             log.info("stage: %s already staged and verified", final)
             return _result(final, wanted, _retention(paths, config.preprocess.staging_keep_runs))
         log.warning("stage: replacing invalid staged dir %s: %s", final, problems[:3])
-    what = f"staging {len(wanted)} shards of run {paths.run_id}"
+    what = f"staging {len(wanted)} files of run {paths.run_id}"
     require_free(final.parent, sum(s["bytes"] for s in wanted), what)
     tmp = temp_sibling(final)
     try:
@@ -109,11 +112,11 @@ def run(config: Config, paths: RunPaths, worker: int | None = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     removed = _retention(paths, config.preprocess.staging_keep_runs)
-    log.info("stage: %d shards (%.1f MiB) -> %s; removed %s", len(wanted),
+    log.info("stage: %d files (%.1f MiB) -> %s; removed %s", len(wanted),
              sum(s["bytes"] for s in wanted) / 2**20, final, removed or "nothing")
     return _result(final, wanted, removed)
 
 
 def _result(final: Path, wanted: list[dict], removed: list[str]) -> StageResult:
-    return StageResult(staged_dir=str(final), num_shards=len(wanted),
+    return StageResult(staged_dir=str(final), num_shards=sum(s["name"] != IT.ITEM_TABLE for s in wanted),
                        bytes=sum(s["bytes"] for s in wanted), removed_runs=removed)

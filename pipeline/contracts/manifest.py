@@ -100,6 +100,11 @@ def shard_records(info: dict[str, Any], split: str, worker: int | None = None,
     return shards if worker is None else worker_share(shards, worker, workers or info["workers"])
 
 
+def item_table_record(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The item table's entry ([] for an output without one): every worker reads all of it."""
+    return [info["item_table"]] if "item_table" in info else []
+
+
 def shard_files(folder: Path, split: str, worker: int | None = None, workers: int | None = None) -> list[Path]:
     return [Path(folder) / s["name"] for s in shard_records(read(folder), split, worker, workers)]
 

@@ -50,6 +50,35 @@ def test_outputs_equal_an_independent_reference(tiny_config, pp_paths, pp_result
     assert (got[F.HISTORY_IDS] > 0).any() and abs(got[F.IMAGE_Z].mean()) < 0.2
 
 
+def test_the_item_table_holds_each_catalog_item_once_with_what_its_examples_carry(tiny_config, pp_paths,
+                                                                                  pp_result):
+    from pipeline.contracts import item_table as IT
+
+    manifest = M.read(pp_paths.examples_dir)
+    entry = manifest["item_table"]
+    path = pp_paths.examples_dir / entry["name"]
+    assert path.stat().st_size == entry["bytes"] and sha256_file(path) == entry["sha256"]
+    table = pq.read_table(path).sort_by(IT.ROW)
+    assert table.num_rows == entry["rows"] and table.column_names == list(IT.COLUMNS)
+    ids = table.column(IT.ITEM_ID).to_numpy()
+    snapshot = pq.read_table(pp_paths.items_dir(pp_paths.eval_date)).column(F.ITEM_ID).to_numpy()
+    # Every item of the snapshot once (clean tiny data: none refused), shown in the window or not.
+    assert sorted(ids.tolist()) == sorted(snapshot.tolist()) and len(set(ids.tolist())) == len(ids)
+    np.testing.assert_array_equal(table.column(IT.ROW).to_numpy(), np.arange(1, len(ids) + 1))
+    np.testing.assert_array_equal(ids, np.sort(ids))                        # row r = r-th smallest id
+    # What an example of an item carries equals its row: the same transform, applied once per item.
+    got = read_split(pp_paths.examples_dir, "eval", tiny_config.model)
+    row_of = IT.rows_of(pq.read_table(pp_paths.events_dir(pp_paths.eval_date)).column(F.ITEM_ID).to_numpy(), ids)
+    embedding = table.column(IT.EMBEDDING_ID).to_numpy()
+    titles = np.stack(table.column(IT.TITLE_IDS).to_numpy(zero_copy_only=False))
+    images = np.stack(table.column(IT.IMAGE).to_numpy(zero_copy_only=False))
+    for target, title, image in zip(got[F.TARGET_ID][:50], got[F.TITLE_IDS][:50], got[F.IMAGE_Z][:50]):
+        (row,) = np.flatnonzero((titles == title).all(axis=1) & np.isclose(images, image, atol=1e-6).all(axis=1))
+        assert embedding[row] == target
+    assert set(row_of.tolist()) <= set(range(1, len(ids) + 1))             # every shown item has its row
+    assert len(np.unique(embedding)) > 1
+
+
 def test_manifest_describes_complete_balanced_output(tiny_config, pp_paths, pp_result):
     manifest = M.read(pp_paths.examples_dir)
     workers = tiny_config.train.workers

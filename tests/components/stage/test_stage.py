@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from components.stage import StageError, run, shard_files, verify_staged
+from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.paths import RunPaths
 from tests.components.preprocess.helpers import RUN_DATE
@@ -40,6 +41,8 @@ def test_stage_all_workers_then_rerun_is_a_verified_noop(config, source):
     result = run(config, paths)
     manifest = M.read(paths.examples_dir)
     total = sum(s["bytes"] for split in manifest["splits"].values() for s in split["shards"])
+    total += manifest["item_table"]["bytes"]                    # the item table travels with the shards
+    assert (paths.staged_dir / IT.ITEM_TABLE).exists()
     assert result.staged_dir == str(paths.staged_dir) and result.bytes == total and result.num_shards == 20
     assert verify_staged(paths.staged_dir) == []
     workers = config.train.workers
@@ -58,12 +61,15 @@ def test_one_worker_stages_only_its_shards(config, source):
     manifest = M.read(paths.examples_dir)
     want = {s["name"] for split in manifest["splits"].values() for s in split["shards"][1::2]}
     assert staged == want and verify_staged(paths.staged_dir) == []
+    # Every worker reads the whole item table: each host gets all of it.
+    assert (paths.staged_dir / IT.ITEM_TABLE).read_bytes() == (paths.examples_dir / IT.ITEM_TABLE).read_bytes()
 
 
-def test_corrupt_staged_file_is_detected_and_replaced(config, source):
-    paths = _clone_run(config, source, "stage-corrupt")
+@pytest.mark.parametrize("which", ["shard", "item_table"])
+def test_corrupt_staged_file_is_detected_and_replaced(config, source, which):
+    paths = _clone_run(config, source, f"stage-corrupt-{which}")
     run(config, paths)
-    victim = shard_files(paths.staged_dir, "train", 0)[0]
+    victim = shard_files(paths.staged_dir, "train", 0)[0] if which == "shard" else paths.staged_dir / IT.ITEM_TABLE
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF                                # same size, different bytes
     victim.write_bytes(bytes(data))
@@ -72,9 +78,10 @@ def test_corrupt_staged_file_is_detected_and_replaced(config, source):
     assert verify_staged(paths.staged_dir) == []
 
 
-def test_corrupt_source_shard_fails_and_publishes_nothing(config, source):
-    paths = _clone_run(config, source, "stage-bad-source")
-    victim = M.shard_files(paths.examples_dir, "eval")[1]
+@pytest.mark.parametrize("which", ["shard", "item_table"])
+def test_corrupt_source_shard_fails_and_publishes_nothing(config, source, which):
+    paths = _clone_run(config, source, f"stage-bad-source-{which}")
+    victim = M.shard_files(paths.examples_dir, "eval")[1] if which == "shard" else paths.examples_dir / IT.ITEM_TABLE
     with open(victim, "r+b") as f:
         f.seek(100)
         f.write(b"\0\0\0\0")
@@ -110,7 +117,8 @@ def test_retention_keeps_the_newest_runs(config, source):
 
 def _staged_bytes(source_paths) -> int:
     manifest = M.read(source_paths.examples_dir)
-    return sum(s["bytes"] for split in M.SPLITS for s in M.shard_records(manifest, split, None, None))
+    shards = [s for split in M.SPLITS for s in M.shard_records(manifest, split, None, None)]
+    return sum(s["bytes"] for s in shards + M.item_table_record(manifest))
 
 
 def test_a_full_ssd_is_named_publishes_nothing_and_a_rerun_succeeds(config, source, tmp_path, monkeypatch):
@@ -124,7 +132,7 @@ def test_a_full_ssd_is_named_publishes_nothing_and_a_rerun_succeeds(config, sour
     with small_disk(tmp_path / "ssd", need // 2) as disk:           # too small, and it can tell
         cfg = config.with_overrides({"data.staging_root": str(disk)})
         paths = _clone_run(cfg, source, "full-upfront")
-        with pytest.raises(DiskFullError, match=rf"{disk}/{RUN_DATE}: staging \d+ shards of run full-upfront needs"):
+        with pytest.raises(DiskFullError, match=rf"{disk}/{RUN_DATE}: staging \d+ files of run full-upfront needs"):
             run(cfg, paths)
         assert not paths.staged_dir.exists() and not list(paths.staged_dir.parent.glob(".*"))
 
