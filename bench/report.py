@@ -176,11 +176,12 @@ PREPROCESS = (["events", "Beam mode", "wall", "events/s", "raw rewrite, events/s
                   "{raw_rewrite_events_per_s:,.0f}", "{ratio_to_raw:.3g}", "≥ {target_ratio:g}",
                   ("ratio_to_raw", "≥", "target_ratio"), "{peak_rss_mib:,.0f} MiB", "{output_mib:,.0f} MiB",
                   "{fixed_cost}", "{marginal}", "{load_avg_1m:.1f}")))
-SCALE_SIZES = (["events", "validate", "preprocess", "stage", "total", "events/s", "peak RSS (tree)", "disk kept"],
+SCALE_SIZES = (["events", "validate", "preprocess", "stage", "total", "events/s", "peak RSS (tree)", "disk kept",
+                "bytes per example", "item table"],
                each(("0_25m", "1m", "3m"), (
                    "scale", "{events_@:,}", "{validate_seconds_@:.1f} s", "{preprocess_seconds_@:.1f} s",
                    "{stage_seconds_@:.1f} s", "{seconds_@:.1f} s", "{events_per_s_@:,.0f}", "{peak_rss_mib_@:,.0f} MiB",
-                   "{disk_mib_written_@:,.0f} MiB")))
+                   "{disk_mib_written_@:,.0f} MiB", "{bytes_per_example_@:,.0f}", "{item_table_mib_@:,.1f} MiB")))
 SCALE_FIT = (["figure", "value", "goal", "met?"], [
     ("scale", "`rate_3m_to_1m`", "{rate_3m_to_1m:.3g}", "≥ {goal_rate:g}", ("rate_3m_to_1m", "≥", "goal_rate")),
     ("scale", "largest peak RSS", "{peak_rss_mib_max:,.0f} MiB", "< {goal_rss:,.0f} MiB",

@@ -59,6 +59,7 @@ def child(root: Path) -> dict:
     import tensorflow_transform  # noqa: F401
 
     from components import preprocess, stage, validate
+    from pipeline.contracts import manifest as M
     from pipeline.paths import RunPaths
 
     config = _config(root)
@@ -70,7 +71,11 @@ def child(root: Path) -> dict:
         seconds[name] = time.perf_counter() - start
         if name == "preprocess":
             events = result.train_examples + result.eval_examples
+    manifest = M.read(paths.examples_dir)
+    shard_bytes = sum(manifest["splits"][split]["bytes"] for split in M.SPLITS)
     return {"events": events, "seconds": seconds, "examples_dir": str(paths.examples_dir),
+            "bytes_per_example": shard_bytes / max(events, 1),
+            "item_table_bytes": sum(t["bytes"] for t in M.item_table_record(manifest)),
             "transform_dir": str(paths.run_dir / "transform"), "staging_root": str(config.data.staging_root)}
 
 
@@ -98,7 +103,8 @@ def _measure(root: Path, events: int) -> dict:
     total = sum(run["seconds"].values())
     return {"size": events, "events": run["events"], "seconds": total, "events_per_s": run["events"] / total,
             "stage_seconds": run["seconds"], "peak_rss_mib": rss.peak / 2**20,
-            "disk_bytes_written": sum(written.values()), "disk_bytes": written}
+            "disk_bytes_written": sum(written.values()), "disk_bytes": written,
+            "bytes_per_example": run["bytes_per_example"], "item_table_bytes": run["item_table_bytes"]}
 
 
 def _label(events: int) -> str:
@@ -114,7 +120,9 @@ def figures_of(runs: list[dict]) -> dict:
         figures.update({f"events_{key}": r["events"], f"seconds_{key}": round(r["seconds"], 1),
                         f"events_per_s_{key}": round(r["events_per_s"], 1),
                         f"peak_rss_mib_{key}": round(r["peak_rss_mib"], 1),
-                        f"disk_mib_written_{key}": round(r["disk_bytes_written"] / 2**20, 1)})
+                        f"disk_mib_written_{key}": round(r["disk_bytes_written"] / 2**20, 1),
+                        f"bytes_per_example_{key}": round(r["bytes_per_example"], 1),
+                        f"item_table_mib_{key}": round(r["item_table_bytes"] / 2**20, 1)})
         figures.update({f"{stage}_seconds_{key}": round(s, 1) for stage, s in r["stage_seconds"].items()})
     figures["fitted_fixed_seconds"] = round(float(fixed), 1)
     figures["fitted_us_per_event"] = round(float(per_event) * 1e6, 2)
