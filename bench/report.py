@@ -191,8 +191,8 @@ SCALE_FIT = (["figure", "value", "goal", "met?"], [
     ("scale", "1-minute load average before the run", "{load_avg_1m:.1f}", "", ""),
 ])
 ENCODER = (["encoder (id-only examples)", "examples/s", "bytes per example"], [
-    ("encoder", "hand-written splicing (components/preprocess/examples.py), {examples:,} examples", "{hand_written_examples_per_s:,.0f}",
-     "{hand_written_bytes_per_example:.1f}"),
+    ("encoder", "hand-written splicing (components/preprocess/examples.py), {examples:,} examples",
+     "{hand_written_examples_per_s:,.0f}", "{hand_written_bytes_per_example:.1f}"),
     ("encoder", "tfx_bsl `RecordBatchToExamplesEncoder`", "{tfx_bsl_examples_per_s:,.0f}",
      "{tfx_bsl_bytes_per_example:.1f}"),
     ("encoder", "tfx_bsl ÷ hand-written (the hand-written one stays only below 0.67)",
