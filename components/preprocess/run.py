@@ -111,7 +111,7 @@ def _item_table_record(out_dir: Path) -> dict:
     import pyarrow.parquet as pq
 
     path = out_dir / IT.ITEM_TABLE
-    return IT.record(IT.ITEM_TABLE, pq.ParquetFile(path).metadata.num_rows, path.stat().st_size, sha256_file(path))
+    return IT.record(pq.ParquetFile(path).metadata.num_rows, path.stat().st_size, sha256_file(path))
 
 
 def _publish_rejected(paths: RunPaths, out: dict[str, str]) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 ITEM_TABLE = "items/item_table.parquet"     # relative to the examples dir (and a staged dir)
-PADDING_ROW = 0
 ITEM_ID, ROW, EMBEDDING_ID = "item_id", "row", "embedding_id"
 TITLE_IDS, IMAGE = "title_ids", "image"     # transformed (tf.Transform) content
 COLUMNS = (ITEM_ID, ROW, EMBEDDING_ID, TITLE_IDS, IMAGE)
@@ -39,6 +38,6 @@ def rows_of(item_ids: np.ndarray, catalog_ids: np.ndarray) -> np.ndarray:
     return np.where(found, pos + 1, unknown_row(catalog_ids)).astype(np.int64)
 
 
-def record(name: str, rows: int, size: int, sha256: str) -> dict[str, Any]:
+def record(rows: int, size: int, sha256: str) -> dict[str, Any]:
     """The manifest's entry for the table (stage copies and verifies it like a shard)."""
-    return {"name": name, "rows": rows, "bytes": size, "sha256": sha256}
+    return {"name": ITEM_TABLE, "rows": rows, "bytes": size, "sha256": sha256}
