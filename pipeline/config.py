@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.config_checks import CHECKS, MOVED_KEYS
+from pipeline.config_checks import CHECKS, MOVED_KEYS, REMOVED_KEYS
 from pipeline.config_sections import (  # noqa: F401 - re-exported: callers import sections from here
     PROJECT_ROOT,
     DataConfig,
@@ -175,6 +175,8 @@ def _unknown_key(dotted: str, detail: str = "", origin: str = "") -> ConfigError
     where = f"{origin}: " if origin else ""
     if dotted in MOVED_KEYS:
         return ConfigError(f"{where}config key {dotted!r} moved: it is now {MOVED_KEYS[dotted]!r}")
+    if dotted in REMOVED_KEYS:
+        return ConfigError(f"{where}config key {dotted!r} was removed ({REMOVED_KEYS[dotted]}): delete it")
     return ConfigError(f"{where}unknown config key {dotted!r}{detail}")
 
 

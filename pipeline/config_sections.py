@@ -55,7 +55,6 @@ class PreprocessConfig:
     readers_per_worker: int = 2          # shards = workers x readers_per_worker x shard_multiple
     shard_multiple: int = 4
     compression: str = ""                # "" or "GZIP"; uncompressed reads much faster (docs/benchmarks.md)
-    side_input_max_items: int = 100_000  # side-input join up to this (~8.3 KB/item/worker), else CoGBK
     staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
 
 

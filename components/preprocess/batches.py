@@ -86,24 +86,24 @@ def validate_events(table: pa.Table, split: str, catalog: rows.Catalog) -> tuple
 
 
 def item_analysis_batch(items: ItemBatch, impressions: np.ndarray) -> pa.RecordBatch:
-    """One analysis row per item shown in the training window, in tf.Transform's list layout."""
-    shown = np.flatnonzero(impressions > 0)
-    n = len(shown)
+    """One analysis row per usable catalog item, in tf.Transform's list layout, weighted by how
+    many training events showed it (0: never shown; it still gets its item table row)."""
+    n = len(items)
 
     def scalar_list(values, typ):
         return pa.ListArray.from_arrays(np.arange(n + 1, dtype=np.int32), pa.array(values, typ))
 
-    images = items.images[shown]
+    images = items.images
     zeros = np.zeros(n, dtype=np.int64)       # event-level columns: no analyzer reads them
     return pa.RecordBatch.from_arrays([
-        scalar_list(items.titles[shown].tolist(), pa.binary()),
+        scalar_list(items.titles.tolist(), pa.binary()),
         pa.ListArray.from_arrays(np.arange(0, n * F.IMAGE_DIM + 1, F.IMAGE_DIM, dtype=np.int32),
                                  pa.array(images.ravel(), pa.float32())),
         pa.ListArray.from_arrays(np.zeros(n + 1, dtype=np.int32), pa.array([], pa.int64())),
         scalar_list(zeros, pa.int64()),
-        scalar_list(items.item_ids[shown], pa.int64()),
+        scalar_list(items.item_ids, pa.int64()),
         scalar_list(zeros, pa.int64()),
         scalar_list([b""] * n, pa.binary()),
         scalar_list(zeros, pa.int64()),
-        scalar_list(impressions[shown].astype(np.float32), pa.float32()),
+        scalar_list(np.asarray(impressions, np.float32), pa.float32()),
     ], names=[F.TITLE, F.IMAGE, F.HISTORY, F.LABEL, F.ITEM_ID, F.USER_ID, F.PLATFORM, F.HOUR, "impressions"])

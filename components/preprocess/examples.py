@@ -1,12 +1,15 @@
 """tf.Example bytes built by concatenation, and a stable vectorized event hash.
 
-Why not `tf.train.Example(...).SerializeToString()` per event: the 2048-float image is an ITEM
-feature, identical in every event of that item. Protobuf wire format lets us serialize it once
-per item and splice it in: an Example is field 1 (Features, length-delimited) and Features is a
-repeated field 1 of map entries, so map entries serialized separately and concatenated form a
-valid Features message. Per event we only encode the small history/label entries (vectorized
-varints over a whole batch) and glue bytes together, which is far cheaper than building protos
-(docs/benchmarks.md).
+An example holds only int64 ids (items by reference: pipeline/contracts/item_table.py). Protobuf
+wire format lets a whole batch be encoded column by column: an Example is field 1 (Features,
+length-delimited) and Features is a repeated field 1 of map entries, so map entries serialized
+separately and concatenated form a valid Features message; the varints of a column are encoded
+vectorized over the batch.
+
+Why not tfx_bsl's C++ `RecordBatchToExamplesEncoder`: it is faster (`python -m bench encoder`),
+but its bytes are not deterministic (Features is a protobuf map, serialized in hash order: one
+row encodes differently from call to call), so a rerun would write different shards for the same
+examples. Here the features are always in spec order and a rerun's shards are byte-identical.
 
 Repeated numeric fields are written packed, as proto3 does for tf.train.Int64List/FloatList.
 """
@@ -18,9 +21,8 @@ _LEN = 2                        # wire type of length-delimited fields
 _ENTRY_TAG = bytes([1 << 3 | _LEN])        # Features.feature map entry / Example.features
 _KEY_TAG = bytes([1 << 3 | _LEN])          # map entry key
 _VALUE_TAG = bytes([2 << 3 | _LEN])        # map entry value (Feature)
-_FLOAT_LIST_TAG = bytes([2 << 3 | _LEN])   # Feature.float_list
 _INT64_LIST_TAG = bytes([3 << 3 | _LEN])   # Feature.int64_list
-_PACKED_TAG = bytes([1 << 3 | _LEN])       # (Int64List|FloatList).value, packed
+_PACKED_TAG = bytes([1 << 3 | _LEN])       # Int64List.value, packed
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -41,11 +43,6 @@ def _entry(key: str, feature: bytes) -> bytes:
     """One serialized Features map entry {key: feature}, including its own field tag."""
     body = _delimited(_KEY_TAG, key.encode()) + _delimited(_VALUE_TAG, feature)
     return _delimited(_ENTRY_TAG, body)
-
-
-def float_entry(key: str, values: np.ndarray) -> bytes:
-    raw = np.ascontiguousarray(values, dtype="<f4").tobytes()
-    return _entry(key, _delimited(_FLOAT_LIST_TAG, _delimited(_PACKED_TAG, raw)))
 
 
 def int64_entry_prefix(key: str, payload_len: int) -> bytes:
@@ -99,14 +96,18 @@ def int64_entries(key: str, matrix: np.ndarray) -> list[bytes]:
     return out
 
 
+def encode(columns: dict[str, np.ndarray]) -> list[bytes]:
+    """Serialized tf.Examples, one per row of the int64 `columns` ([n] or [n, width]), the
+    features in the dict's order."""
+    if not len(next(iter(columns.values()))):
+        return []
+    entries = [int64_entries(name, v if v.ndim == 2 else v[:, None]) for name, v in columns.items()]
+    return [example_bytes(*parts) for parts in zip(*entries)]
+
+
 def example_bytes(*parts: bytes) -> bytes:
     """A serialized tf.Example whose Features are the concatenated map-entry `parts`."""
-    return b"".join(example_pieces(*parts))
-
-
-def example_pieces(*parts: bytes) -> tuple[bytes, ...]:
-    """The pieces of `example_bytes(*parts)`, for writers that take a record in pieces."""
-    return (_ENTRY_TAG + _varint_cached(sum(map(len, parts))), *parts)
+    return b"".join((_ENTRY_TAG, _varint_cached(sum(map(len, parts))), *parts))
 
 
 _VARINTS: dict[int, bytes] = {}

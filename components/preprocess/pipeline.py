@@ -1,20 +1,14 @@
-"""The preprocess Beam graph: validate rows, analyze items, transform, join, write shards.
+"""The preprocess Beam graph: validate rows, analyze items, transform, write table and shards.
 
-    items ─ValidateItems─┬─ catalog index (side input) ───────────────┐
+    items ─ValidateItems─┬─ catalog index (side input) ──────────────────┐
                          ├─ item rows + impressions ─AnalyzeDataset─ transform_fn ─ WriteTransformFn
-                         └─ TransformItems (once per item) ─┬─ item table ─ WriteItemTable
-                                                            └─ item parts ──┐
-    events ─ValidateEvents(catalog)─┬─ CountImpressions (train only)     │
-                                    └─ TransformEvents ─ JoinAndWrite(item parts) ─ shard stats
+                         └─ TransformItems (once per item) ─ item table ─ WriteItemTable
+    events ─ValidateEvents(catalog)─┬─ CountImpressions (train only)
+                                    └─ TransformEvents ─ GroupByShard ─ WriteShards ─ shard stats
 
-Join strategy (chosen when the graph is built, from the snapshot's row count):
-- catalog <= preprocess.side_input_max_items: the transformed item parts are a side input
-  (AsDict) of the shard writer. Memory: each worker holds ~8.3 KB per item (2048 float32 image
-  + title ids + keys), i.e. 100k items ~ 0.85 GB per worker process; in exchange only ~150
-  bytes per event cross the shuffle, and the 8 KB item bytes are spliced in at write time.
-- above that: CoGroupByKey on item_id. No worker holds the catalog, but every example's full
-  ~8.4 KB travels through the shuffle; that is what distributed runners (Dataflow, Flink,
-  Spark) are built for, and the only option once the catalog outgrows worker memory.
+No join: an example references its items by item table row (pipeline/contracts/item_table.py),
+so item content is written once, in the table, and the events go straight from the transform to
+their shard. What crosses the shuffle is the examples themselves, a few hundred bytes each.
 """
 from __future__ import annotations
 
@@ -34,10 +28,6 @@ from pipeline.contracts.inputs import Inputs
 from pipeline.contracts.rows import ITEM_COLUMNS, MODEL_EVENT_COLUMNS
 
 STATS_DIR = "_stats"
-
-
-def uses_side_input(config: Config, inputs: Inputs) -> bool:
-    return inputs.item_rows <= config.preprocess.side_input_max_items
 
 
 def _read(p, label: str, files, columns):
@@ -69,11 +59,11 @@ def _events(p, tag: str, inputs: Inputs, catalog):
 
 
 def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
-          shards: dict[str, int], side_input: bool, spill: bool = False) -> None:
+          shards: dict[str, int], spill: bool = False) -> None:
     """Add the whole preprocess graph to `p`; `out` holds the temp output folders.
 
-    `spill` (the DirectRunner): the side-input join's events reach the shard writer through
-    files in out["spill"] instead of through the runner's memory (sinks.SpillByShard).
+    `spill` (the DirectRunner): the examples reach the shard writer through files in
+    out["spill"] instead of through the runner's memory (sinks.SpillByShard).
 
     Inputs are read and validated twice (cheap: Parquet decode + vectorized checks): once to
     count impressions and rejects for the analysis, once to transform. The alternative, keeping
@@ -93,26 +83,18 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
         written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out["transform"])
     ready = beam.pvalue.AsSingleton(written)
 
-    transformed = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
-        S.TransformItems(out["transform"]), ready, catalog).with_outputs("table", main="parts")
-    item_parts = transformed.parts
-    _ = transformed.table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
+    table = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
+        S.TransformItems(out["transform"]), ready, catalog)
+    _ = table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
         os.path.join(out["examples"], IT.ITEM_TABLE), S.item_table_schema(config.model.title_len),
         num_shards=1, shard_name_template="")
     again = _events(p, "Transform", inputs, catalog)
-    keyed = (again.events | "TransformEvents" >> beam.ParDo(
-                 S.TransformEvents(out["transform"], shards, key_by_item=not side_input), ready))
-    writer = sinks.WriteShard(out["examples"], shards, config.preprocess.compression, spilled=spill and side_input)
-    if side_input:
-        if spill:
-            keyed = keyed | "SpillByShard" >> beam.ParDo(sinks.SpillByShard(out["spill"]))
-        stats = (keyed | "GroupByShard" >> beam.GroupByKey()
-                 | "WriteShards" >> beam.ParDo(writer, beam.pvalue.AsDict(item_parts)))
-    else:
-        stats = ({"items": item_parts, "events": keyed} | "JoinOnItem" >> beam.CoGroupByKey()
-                 | "BuildExamples" >> beam.FlatMap(sinks.join_by_item, shards)
-                 | "GroupByShard" >> beam.GroupByKey()
-                 | "WriteShards" >> beam.ParDo(writer))
+    keyed = again.events | "TransformEvents" >> beam.ParDo(S.TransformEvents(out["transform"], shards), ready)
+    if spill:
+        keyed = keyed | "SpillByShard" >> beam.ParDo(sinks.SpillByShard(out["spill"]))
+    stats = (keyed | "GroupByShard" >> beam.GroupByKey()
+             | "WriteShards" >> beam.ParDo(sinks.WriteShard(out["examples"], shards,
+                                                            config.preprocess.compression, spilled=spill)))
 
     stats_dir = os.path.join(out["examples"], STATS_DIR)
     counts = [items.counts, events.counts]

@@ -6,7 +6,7 @@ from typing import Any
 from pipeline.contracts.rows import EVENT_REASONS, ITEM_REASONS, TRUNCATED
 
 
-def row_report(counts: dict[str, int], max_fraction: float, side_input: bool) -> dict[str, Any]:
+def row_report(counts: dict[str, int], max_fraction: float) -> dict[str, Any]:
     """Counts per split and reason; a problem per split whose rejected fraction is too high.
 
     The threshold applies to each split on its own: a clean training window must not hide a
@@ -30,7 +30,6 @@ def row_report(counts: dict[str, int], max_fraction: float, side_input: bool) ->
                             f"above preprocess.max_rejected_fraction={max_fraction:.2%}")
     items = {r: counts[f"items:{r}"] for r in ITEM_REASONS if counts.get(f"items:{r}")}
     return {
-        "join": "side_input" if side_input else "cogroupbykey",
         "max_rejected_fraction": max_fraction,
         "splits": splits,
         "items": {"rows": counts.get("items:rows", 0), "rejected": items},

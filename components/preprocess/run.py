@@ -131,25 +131,24 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
     """Preprocess the run's window into transformed shards; raise ValidationError on bad input."""
     import apache_beam as beam
 
-    from components.preprocess.pipeline import STATS_DIR, build, uses_side_input
+    from components.preprocess.pipeline import STATS_DIR, build
 
     inputs = check_inputs(paths)
     events = inputs.event_rows
     shards = _shard_counts(config)
-    side_input = uses_side_input(config, inputs)
     out = _temp_dirs(paths)
     started = time.monotonic()
     try:
         options = pipeline_options(config, beam_args, events)
-        log.info("preprocess %s: %d events over %d train days + eval day, join by %s, shards %s, options %s",
-                 paths.ds, events, len(inputs.train), "side input" if side_input else "CoGroupByKey", shards,
+        log.info("preprocess %s: %d events over %d train days + eval day, %d items, shards %s, options %s",
+                 paths.ds, events, len(inputs.train), inputs.item_rows, shards,
                  {k: v for k, v in options.get_all_options(drop_default=True).items() if k != "beam_args"})
         with beam.Pipeline(options=options) as p:
-            build(p, config, inputs, out, shards, side_input, spill=spills_shuffle(options))
+            build(p, config, inputs, out, shards, spill=spills_shuffle(options))
         examples_tmp = Path(out["examples"])
         counts = json.loads((examples_tmp / STATS_DIR / "counts.json").read_text())
         stats = json.loads((examples_tmp / STATS_DIR / "shards.json").read_text())
-        report = row_report(counts, config.preprocess.max_rejected_fraction, side_input)
+        report = row_report(counts, config.preprocess.max_rejected_fraction)
         report_path = paths.validation_dir / "rows.json"
         write_json_atomic(report_path, report)
         _publish_rejected(paths, out)
@@ -160,7 +159,7 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
             shutil.rmtree(examples_tmp / scratch, ignore_errors=True)
         manifest = M.build(paths, stats, config.train.workers, config.preprocess.compression, config.model,
                            M.transform_fingerprint(Path(out["transform"])),
-                           extra={"rejected": report["rejected"], "join": report["join"],
+                           extra={"rejected": report["rejected"],
                                   "item_table": _item_table_record(examples_tmp)})
         write_json_atomic(examples_tmp / M.MANIFEST, manifest)
         M.publish(examples_tmp, Path(out["transform"]), paths.examples_dir, paths.transform_dir)

@@ -1,4 +1,4 @@
-"""The join's last steps and the pipeline's small outputs: shards, their stats, reports.
+"""The pipeline's last steps and small outputs: shards, their stats, reports.
 
 WriteShard writes each shard straight into the temp output with the in-process ShardWriter
 (sha256 computed while writing); the stats it yields become manifest entries.
@@ -20,25 +20,11 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 import numpy as np
 
-from components.preprocess import examples as E
 from components.preprocess.steps import EventChunk, counter
 from components.preprocess.tfrecord import ShardWriter
 from pipeline.contracts import manifest as M
 
 MAX_OPEN_WRITERS = 2      # shards still draining (write + sha256 + fsync) while the next is built
-
-
-def join_by_item(element, shards: dict[str, int]):
-    """CoGroupByKey output (item_id, {items, events}) -> ((split, shard), chunk with examples)."""
-    item_id, grouped = element
-    item_parts = list(grouped["items"])
-    if not item_parts:
-        raise ValueError(f"item {item_id} has events but no transformed item row")
-    for split, chunk in grouped["events"]:
-        examples = [E.example_bytes(item_parts[0], part) for part in chunk.payloads()]
-        shard = chunk.keys % np.uint64(shards[split])
-        for value, grouped_chunk in EventChunk.grouped(shard, chunk.keys, chunk.item_ids, examples):
-            yield (split, int(value)), grouped_chunk
 
 
 class SpillByShard(beam.DoFn):
@@ -84,8 +70,6 @@ def read_spilled(files: Iterable[str]) -> Iterator[EventChunk]:
 class WriteShard(beam.DoFn):
     """All chunks of one shard -> one TFRecord file in the temp output; yields its stats.
 
-    With `items` (side-input join) chunks hold event parts and the item part is looked up here,
-    so the 8 KB item bytes never travel through the shuffle; without it, chunks hold examples.
     A shard's writer thread (file write + sha256 + fsync) keeps draining while the next shard
     is built (at most MAX_OPEN_WRITERS at once); stats are emitted at the end of the bundle.
     `spilled`: the grouped values are SpillByShard's file names, not chunks.
@@ -106,11 +90,10 @@ class WriteShard(beam.DoFn):
         self._results.append({**stats, "bytes": size, "sha256": sha256})
         self._closed += 1
 
-    def process(self, element, items=None):
+    def process(self, element):
         (split, shard), chunks = element
         chunks = list(read_spilled(chunks) if self.spilled else chunks)
         keys = np.concatenate([c.keys for c in chunks])
-        item_ids = np.concatenate([c.item_ids for c in chunks])
         parts = [p for c in chunks for p in c.payloads()]
         name = M.shard_name(split, shard, self.shards[split])
         path = os.path.join(self.out_dir, name)
@@ -120,10 +103,7 @@ class WriteShard(beam.DoFn):
         writer = ShardWriter(path, self.compression)
         self._open.append((writer, {"name": name, "split": split, "shard": shard, "examples": len(parts)}))
         for i in np.argsort(keys, kind="stable").tolist():
-            if items is not None:
-                writer.write_parts(E.example_pieces(items[int(item_ids[i])], parts[i]))
-            else:
-                writer.write(parts[i])
+            writer.write(parts[i])
         writer.finish()
         counter(f"{split}_examples_written").inc(len(parts))
 

@@ -26,32 +26,31 @@ EVENT_CHUNK = 16384       # rows per TF call: enough to amortize TF's per-call o
 
 @dataclass
 class EventChunk:
-    """Events on their way to a shard. Byte payloads live in one buffer (+ offsets), not one
-    bytes object per event: ~50 bytes less per event in the shuffle and pickling per chunk."""
+    """Examples on their way to a shard. Their bytes live in one buffer (+ offsets), not one
+    bytes object per example: less per example in the shuffle and pickling per chunk."""
 
     keys: np.ndarray          # uint64 event hash: shard = key % shards, order within a shard
-    item_ids: np.ndarray
-    buffer: bytes             # per event: history_ids + label map entries (or a whole example)
+    buffer: bytes             # the serialized tf.Examples, back to back
     offsets: np.ndarray       # int64 [n + 1] into buffer
 
     @classmethod
-    def pack(cls, keys: np.ndarray, item_ids: np.ndarray, payloads: list[bytes]) -> EventChunk:
+    def pack(cls, keys: np.ndarray, payloads: list[bytes]) -> EventChunk:
         offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
         np.cumsum([len(p) for p in payloads], out=offsets[1:])
-        return cls(keys, item_ids, b"".join(payloads), offsets)
+        return cls(keys, b"".join(payloads), offsets)
 
     def payloads(self) -> list[bytes]:
         buf, ends = self.buffer, self.offsets.tolist()
         return [buf[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
     @classmethod
-    def grouped(cls, group_by: np.ndarray, keys: np.ndarray, item_ids: np.ndarray, payloads: list[bytes]):
+    def grouped(cls, group_by: np.ndarray, keys: np.ndarray, payloads: list[bytes]):
         """(group value, chunk of that group's rows) for each distinct value: one stable sort,
         O(n log n), instead of one pass over all rows per distinct value."""
         order = np.argsort(group_by, kind="stable")
         values, starts = np.unique(group_by[order], return_index=True)
         for value, idx in zip(values.tolist(), np.split(order, starts[1:])):
-            yield value, cls.pack(keys[idx], item_ids[idx], [payloads[i] for i in idx.tolist()])
+            yield value, cls.pack(keys[idx], [payloads[i] for i in idx.tolist()])
 
 
 def counter(name: str):
@@ -143,8 +142,9 @@ def batch_impressions(batch: B.EventBatch) -> dict[int, int]:
 
 
 def analysis_rows(items: B.ItemBatch, impressions: dict[int, int]):
-    weights = np.array([impressions.get(i, 0) for i in items.item_ids.tolist()], dtype=np.float32)
-    if (weights > 0).any():
+    """Every usable item, weighted by its training impressions (transform.py says why all)."""
+    if len(items):
+        weights = np.array([impressions.get(i, 0) for i in items.item_ids.tolist()], dtype=np.float32)
         yield B.item_analysis_batch(items, weights)
 
 
@@ -176,8 +176,8 @@ def _loader(transform_dir: str, inputs: tuple[str, ...], outputs: tuple[str, ...
 
 
 class TransformItems(beam.DoFn):
-    """ItemBatch -> (item_id, serialized title_ids + image map entries), once per item; and the
-    same items as rows of the run's item table ('table': Arrow tables, contracts/item_table.py)."""
+    """ItemBatch -> the same items transformed, as rows of the run's item table (Arrow tables,
+    contracts/item_table.py): the only place item content is written."""
 
     def __init__(self, transform_dir: str):
         self.transform_dir = transform_dir
@@ -185,16 +185,11 @@ class TransformItems(beam.DoFn):
     def process(self, items: B.ItemBatch, _ready, catalog: rows.Catalog):
         import tensorflow as tf
 
-        loader = _loader(self.transform_dir, (*T.ITEM_INPUTS, F.ITEM_ID), (F.TITLE_IDS, F.IMAGE_Z, F.TARGET_ID))
+        loader = _loader(self.transform_dir, (*T.ITEM_INPUTS, F.ITEM_ID), T.ITEM_OUTPUTS)
         out = loader.apply_transform_model({F.TITLE: tf.constant(items.titles.astype(bytes)),
                                             F.IMAGE: tf.constant(items.images),
                                             F.ITEM_ID: tf.constant(items.item_ids)})
-        title_ids, images = out[F.TITLE_IDS].numpy(), out[F.IMAGE_Z].numpy()
-        yield beam.pvalue.TaggedOutput("table", item_table_rows(
-            items.item_ids, catalog.good, out[F.TARGET_ID].numpy(), title_ids, images))
-        titles = E.int64_entries(F.TITLE_IDS, title_ids)
-        for item_id, title, image in zip(items.item_ids.tolist(), titles, images):
-            yield item_id, title + E.float_entry(F.IMAGE_Z, image)
+        yield item_table_rows(items.item_ids, catalog.good, {k: v.numpy() for k, v in out.items()})
 
 
 def item_table_schema(title_len: int) -> pa.Schema:
@@ -203,20 +198,17 @@ def item_table_schema(title_len: int) -> pa.Schema:
                       (IT.IMAGE, pa.list_(pa.float32(), F.IMAGE_DIM))])
 
 
-def item_table_rows(item_ids: np.ndarray, catalog_ids: np.ndarray, embedding_ids: np.ndarray,
-                    title_ids: np.ndarray, images: np.ndarray) -> pa.Table:
+def item_table_rows(item_ids: np.ndarray, catalog_ids: np.ndarray, out: dict[str, np.ndarray]) -> pa.Table:
     """Transformed items as item-table rows (fixed-size lists: one flat buffer per column). An
     item the merged catalog refused (an id used twice across chunks) gets no row."""
     def fixed(values: np.ndarray, arrow_type) -> pa.FixedSizeListArray:
         return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
 
-    table_rows = IT.rows_of(item_ids, catalog_ids)
-    keep = table_rows != IT.unknown_row(catalog_ids)
-    item_ids, table_rows, embedding_ids = item_ids[keep], table_rows[keep], embedding_ids[keep]
-    title_ids, images = title_ids[keep], images[keep]
-    return pa.table([pa.array(item_ids, pa.int64()), pa.array(table_rows, pa.int64()),
-                     pa.array(embedding_ids, pa.int64()), fixed(title_ids, pa.int64()),
-                     fixed(np.asarray(images, np.float32), pa.float32())],
+    keep = np.isin(item_ids, catalog_ids)
+    title_ids = out[F.TITLE_IDS][keep]
+    return pa.table([pa.array(item_ids[keep], pa.int64()), pa.array(out[F.TARGET_ROW][keep], pa.int64()),
+                     pa.array(out[F.TARGET_ID][keep], pa.int64()), fixed(title_ids, pa.int64()),
+                     fixed(np.asarray(out[F.IMAGE_Z][keep], np.float32), pa.float32())],
                     schema=item_table_schema(title_ids.shape[1]))
 
 
@@ -232,12 +224,11 @@ def _history_sparse(batch: B.EventBatch):
 
 
 class TransformEvents(beam.DoFn):
-    """EventBatch -> event chunks keyed for the join: ((split, shard), chunk) or (item_id, ...)."""
+    """EventBatch -> ((split, shard), chunk of whole serialized examples): items by reference."""
 
-    def __init__(self, transform_dir: str, shards: dict[str, int], key_by_item: bool):
+    def __init__(self, transform_dir: str, shards: dict[str, int]):
         self.transform_dir = transform_dir
         self.shards = shards
-        self.key_by_item = key_by_item
 
     def process(self, batch: B.EventBatch, _ready):
         import tensorflow as tf
@@ -247,12 +238,8 @@ class TransformEvents(beam.DoFn):
             F.HISTORY: _history_sparse(batch), F.LABEL: tf.constant(batch.labels),
             F.ITEM_ID: tf.constant(batch.item_ids), F.USER_ID: tf.constant(batch.user_ids),
             F.PLATFORM: tf.constant(batch.platforms.astype(bytes)), F.HOUR: tf.constant(batch.hours)})
-        columns = []
-        for name in T.EVENT_OUTPUTS:
-            values = out[name].numpy()
-            columns.append(E.int64_entries(name, values if values.ndim == 2 else values[:, None]))
-        parts = [b"".join(entries) for entries in zip(*columns)]
+        examples = E.encode({name: out[name].numpy() for name in T.EVENT_OUTPUTS})
         keys = E.event_hash(batch.event_ids)
-        group_by = batch.item_ids if self.key_by_item else keys % np.uint64(self.shards[batch.split])
-        for value, chunk in EventChunk.grouped(group_by, keys, batch.item_ids, parts):
-            yield (int(value), (batch.split, chunk)) if self.key_by_item else ((batch.split, int(value)), chunk)
+        shard = keys % np.uint64(self.shards[batch.split])
+        for value, chunk in EventChunk.grouped(shard, keys, examples):
+            yield (batch.split, int(value)), chunk

@@ -10,7 +10,14 @@ the mean number of events per item in the window):
   float64; dimensions with no variance keep std 1 so they map to 0 instead of NaN);
 - title vocabulary: tokens weighted by impressions, so with `title_vocab_size` below the number
   of distinct tokens, the words the model will rarely see go to the OOV buckets first;
-- item-id vocabulary for the history: the `item_vocab_size` most-shown items.
+- item-id vocabulary for the history: the `item_vocab_size` most-shown items;
+- catalog vocabulary: every usable catalog item once, unweighted and uncapped, shown or not; it
+  numbers the item table's rows (pipeline/contracts/item_table.py), so an example, a raw
+  request and a by-id request all find an item's content through this one graph.
+
+Items the window never showed are analysis rows too, with weight 0: they add nothing to the
+weighted statistics (the two vocabularies above rank only what was shown), but
+they get a catalog row, so the model can read their content when a history holds them.
 
 Vocabulary vs hashing for history ids: a vocabulary gives every frequent item its own embedding
 row (no collisions among the items that matter) and the long tail shares `oov_buckets` rows,
@@ -22,8 +29,8 @@ Id 0 means padding everywhere: vocabulary ids and OOV buckets are shifted by +1.
 
 The saved graph is fed PARTIALLY (tf.Transform supplies dummies for unfed inputs and drops the
 outputs that depend on them): items feed title + image_embedding, events feed the history, the
-label and the event context (item_id, user_id, platform, hour_of_day), serving feeds all seven
-raw serving features.
+label and the event context (item_id, user_id, platform, hour_of_day), the raw-feature signature
+feeds all seven raw serving features and the by-id signature all but the title and image.
 """
 from __future__ import annotations
 
@@ -49,7 +56,8 @@ RAW_FEATURE_SPEC = {
 }
 ITEM_INPUTS = (F.TITLE, F.IMAGE)                                # what an item row feeds
 EVENT_INPUTS = (F.HISTORY, F.LABEL, *F.EVENT_CONTEXT)           # what an event row feeds
-EVENT_OUTPUTS = (F.HISTORY_IDS, F.TARGET_ID, F.USER_BUCKET, F.PLATFORM_ID, F.HOUR_ID, F.LABEL_KEY)
+ITEM_OUTPUTS = (F.TITLE_IDS, F.IMAGE_Z, F.TARGET_ID, F.TARGET_ROW)    # an item table row
+EVENT_OUTPUTS = tuple(F.transformed_feature_spec(ModelConfig()))     # one example
 
 
 def tokenize(titles: tf.Tensor) -> tf.RaggedTensor:
@@ -62,10 +70,18 @@ def _pad(ids: tf.RaggedTensor, length: int) -> tf.Tensor:
     return ids.to_tensor(default_value=0, shape=[None, length])
 
 
+def _shown(values: tf.Tensor, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The analysis values of items the window showed, with their weights: what a weighted
+    vocabulary ranks (a never-shown item's zero weight would still make it an entry)."""
+    keep = weights > 0
+    return tf.boolean_mask(values, keep), tf.boolean_mask(weights, keep)
+
+
 def _title_ids(titles: tf.Tensor, weights: tf.Tensor, model: ModelConfig) -> tf.Tensor:
     tokens = tokenize(titles)
     token_weights = tf.gather(weights, tokens.value_rowids())
-    vocab = tft.vocabulary(tokens.values, top_k=model.title_vocab_size, weights=token_weights,
+    shown, shown_weights = _shown(tokens.values, token_weights)
+    vocab = tft.vocabulary(shown, top_k=model.title_vocab_size, weights=shown_weights,
                            vocab_filename=F.TITLE_VOCAB)
     kept = tokens[:, : model.title_len]
     ids = tft.apply_vocabulary(kept, vocab, num_oov_buckets=model.oov_buckets) + 1
@@ -83,17 +99,25 @@ def _image_z(image: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
 
 
 def _item_ids(history: tf.SparseTensor, item_ids: tf.Tensor, weights: tf.Tensor,
-              model: ModelConfig) -> tuple[tf.Tensor, tf.Tensor]:
-    """(history ids [B, history_len], target id [B]) in ONE id space: the model's shared item
-    embedding then knows the shown item and the items the user interacted with as the same rows."""
-    vocab = tft.vocabulary(item_ids, top_k=model.item_vocab_size, weights=weights,
+              model: ModelConfig) -> dict[str, tf.Tensor]:
+    """History [B, history_len] and target [B] twice: as ids of the model's shared item
+    embedding (one id space: the shown item and the items the user interacted with are the same
+    rows) and as item table rows (the items' content)."""
+    values, shown_weights = _shown(item_ids, weights)
+    vocab = tft.vocabulary(values, top_k=model.item_vocab_size, weights=shown_weights,
                            vocab_filename=F.ITEM_VOCAB)
+    catalog = tft.vocabulary(item_ids, vocab_filename=F.CATALOG_VOCAB)
     ragged = tf.RaggedTensor.from_sparse(history)
     ragged = tf.ragged.boolean_mask(ragged, ragged > 0)          # 0 = no item
     recent = ragged[:, -model.history_len:]                      # most recent last
-    ids = tft.apply_vocabulary(recent, vocab, num_oov_buckets=model.oov_buckets) + 1
-    target = tft.apply_vocabulary(item_ids, vocab, num_oov_buckets=model.oov_buckets) + 1
-    return _pad(ids, model.history_len), target
+
+    def ids(values, vocabulary, oov):
+        return tft.apply_vocabulary(values, vocabulary, num_oov_buckets=oov) + 1
+
+    return {F.HISTORY_IDS: _pad(ids(recent, vocab, model.oov_buckets), model.history_len),
+            F.HISTORY_ROWS: _pad(ids(recent, catalog, 1), model.history_len),
+            F.TARGET_ID: ids(item_ids, vocab, model.oov_buckets),
+            F.TARGET_ROW: ids(item_ids, catalog, 1)}
 
 
 def _context(inputs, model: ModelConfig) -> dict[str, tf.Tensor]:
@@ -115,12 +139,10 @@ def make_preprocessing_fn(model: ModelConfig):
 
     def preprocessing_fn(inputs):
         weights = tf.cast(inputs[IMPRESSIONS], tf.float32)
-        history_ids, target_id = _item_ids(inputs[F.HISTORY], inputs[F.ITEM_ID], weights, model)
         return {
             F.TITLE_IDS: _title_ids(inputs[F.TITLE], weights, model),
             F.IMAGE_Z: _image_z(inputs[F.IMAGE], weights),
-            F.HISTORY_IDS: history_ids,
-            F.TARGET_ID: target_id,
+            **_item_ids(inputs[F.HISTORY], inputs[F.ITEM_ID], weights, model),
             **_context(inputs, model),
             F.LABEL_KEY: tf.cast(inputs[F.LABEL], tf.int64),
         }

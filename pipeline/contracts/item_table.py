@@ -3,21 +3,26 @@ reads of an item, keyed by a dense row index. No TensorFlow here.
 
     examples/items/item_table.parquet     item_id, row, embedding_id, title_ids, image
 
-Why a row index of its own, and not the item-id vocabulary's index: the vocabulary is capped
-(`model.item_vocab_size` most-shown items, the tail shares OOV buckets), so it cannot key one
-row per item; the table must hold the content of every catalog item, the ones the window never
-showed included. Each row records its item's `embedding_id` (the vocabulary index, or its OOV
-bucket) so a reader gets both from the row.
+Examples reference items by row (features.TARGET_ROW, HISTORY_ROWS); the content lives here
+once. Why a row index of its own, and not the item-id vocabulary's index: that vocabulary is
+capped (`model.item_vocab_size` most-shown items, the tail shares OOV buckets), so it cannot key
+one row per item; the table must hold the content of every catalog item, the ones the window
+never showed included. Each row records its item's `embedding_id` (the vocabulary index, or its
+OOV bucket) beside it.
 
-The row rule, written once here: row r (1..n) is the r-th smallest usable item id of the
-snapshot; row 0 is padding; row n + 1 is "an item this table does not know" (a history item
-deleted from the catalog, or newer than the table), whose content readers take as zeros.
+The row rule lives in the tf.Transform graph (transform.py, features.CATALOG_VOCAB): row r >= 1
+is 1 + the item's index in the catalog vocabulary, row 0 is padding, and an item the vocabulary
+does not know (a history item deleted from the catalog, or newer than the table) gets its one
+OOV row, n + 1. Training, the raw-feature signature and the by-id signature all take rows from
+that one graph. A row with no entry in the table (padding, OOV) reads as zeros: `dense` below.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 ITEM_TABLE = "items/item_table.parquet"     # relative to the examples dir (and a staged dir)
 ITEM_ID, ROW, EMBEDDING_ID = "item_id", "row", "embedding_id"
@@ -25,19 +30,33 @@ TITLE_IDS, IMAGE = "title_ids", "image"     # transformed (tf.Transform) content
 COLUMNS = (ITEM_ID, ROW, EMBEDDING_ID, TITLE_IDS, IMAGE)
 
 
-def unknown_row(catalog_ids: np.ndarray) -> int:
-    return len(catalog_ids) + 1
-
-
-def rows_of(item_ids: np.ndarray, catalog_ids: np.ndarray) -> np.ndarray:
-    """Row of each id in the sorted usable catalog ids: 1 + its position, else the unknown row."""
-    ids = np.asarray(item_ids, dtype=np.int64)
-    pos = np.searchsorted(catalog_ids, ids)
-    found = pos < len(catalog_ids)
-    found[found] = catalog_ids[pos[found]] == ids[found]
-    return np.where(found, pos + 1, unknown_row(catalog_ids)).astype(np.int64)
-
-
 def record(rows: int, size: int, sha256: str) -> dict[str, Any]:
     """The manifest's entry for the table (stage copies and verifies it like a shard)."""
     return {"name": ITEM_TABLE, "rows": rows, "bytes": size, "sha256": sha256}
+
+
+def read(path) -> pa.Table:
+    return pq.read_table(path, columns=list(COLUMNS))
+
+
+def dense(table: pa.Table) -> dict[str, np.ndarray]:
+    """The table's content as arrays indexed by row, [max row + 2, ...]: the rows with no entry
+    (0 = padding, the OOV row, gaps) hold zeros, and the last row is zeros too, so a reader can
+    clip any row beyond the table to it (`clip_row`)."""
+    rows = table.column(ROW).to_numpy()
+    size = int(rows.max(initial=0)) + 2
+    out = {}
+    for name, dtype in ((TITLE_IDS, np.int64), (IMAGE, np.float32)):
+        column = table.column(name).combine_chunks()
+        width = column.type.list_size
+        values = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype).reshape(-1, width)
+        out[name] = np.zeros((size, width), dtype)
+        out[name][rows] = values
+    out[EMBEDDING_ID] = np.zeros(size, np.int64)
+    out[EMBEDDING_ID][rows] = table.column(EMBEDDING_ID).to_numpy()
+    return out
+
+
+def clip_row(size: int) -> int:
+    """The row any row >= it reads as (zeros): the last row of `dense`'s arrays."""
+    return size - 1

@@ -66,7 +66,8 @@ def test_slices_and_analysis_rows_keep_lists_aligned():
     good, _, _ = B.validate_items(_items_table())
     analysis = B.item_analysis_batch(good, np.array([4.0], dtype=np.float32))
     assert analysis.num_rows == 1 and analysis.column("impressions").to_pylist() == [[4.0]]
-    assert B.item_analysis_batch(good, np.array([0.0], dtype=np.float32)).num_rows == 0
+    unseen = B.item_analysis_batch(good, np.array([0.0], dtype=np.float32))     # still a row: weight 0
+    assert unseen.num_rows == 1 and unseen.column("impressions").to_pylist() == [[0.0]]
 
 
 def test_event_chunks_grouped_by_key_match_a_per_key_filter():
@@ -74,10 +75,10 @@ def test_event_chunks_grouped_by_key_match_a_per_key_filter():
 
     rng = np.random.default_rng(0)
     group_by = rng.integers(0, 7, 500).astype(np.uint64)
-    keys, items = rng.integers(0, 1 << 40, 500).astype(np.uint64), rng.integers(1, 50, 500)
+    keys = rng.integers(0, 1 << 40, 500).astype(np.uint64)
     payloads = [f"p{i}".encode() for i in range(500)]
     got = {value: (chunk.keys.tolist(), chunk.payloads()) for value, chunk in
-           EventChunk.grouped(group_by, keys, items, payloads)}
+           EventChunk.grouped(group_by, keys, payloads)}
     want = {int(v): (keys[group_by == v].tolist(), [payloads[i] for i in np.flatnonzero(group_by == v)])
             for v in np.unique(group_by)}
-    assert got == want and list(EventChunk.grouped(group_by[:0], keys[:0], items[:0], [])) == []
+    assert got == want and list(EventChunk.grouped(group_by[:0], keys[:0], [])) == []

@@ -1,4 +1,4 @@
-"""The whole preprocess step on generated data: outputs, reference equality, reruns, both joins."""
+"""The whole preprocess step on generated data: outputs, reference equality, the item table, reruns."""
 from __future__ import annotations
 
 import json
@@ -16,67 +16,72 @@ from tests.components.preprocess.helpers import read_split
 pytestmark = pytest.mark.integration
 
 
-def _reference_eval(config, paths, transform_dir) -> dict[str, np.ndarray]:
-    """Eval examples computed independently: raw Parquet + full-feed transform, in shard order."""
-    import tensorflow as tf
+def _full_feed(transform_dir, features: dict) -> dict[str, np.ndarray]:
     import tensorflow_transform as tft
+
+    out = tft.TFTransformOutput(transform_dir).transform_raw_features(features)
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def _reference_eval(config, paths, transform_dir) -> dict[str, np.ndarray]:
+    """Eval examples computed independently: raw Parquet + one transform call, in shard order."""
+    import tensorflow as tf
 
     from components.preprocess.examples import event_hash
 
     events = pq.read_table(paths.events_dir(paths.eval_date)).combine_chunks()
-    items = pq.read_table(paths.items_dir(paths.eval_date))
-    row_of = {item: i for i, item in enumerate(items.column(F.ITEM_ID).to_pylist())}
-    rows = [row_of[i] for i in events.column(F.ITEM_ID).to_pylist()]
-    titles = np.array(items.column(F.TITLE).to_pylist(), dtype=object)[rows]
-    images = np.stack(items.column(F.IMAGE).to_numpy(zero_copy_only=False))[rows]
     history = tf.ragged.constant(events.column(F.HISTORY).to_pylist(), dtype=tf.int64).to_sparse()
-    out = tft.TFTransformOutput(transform_dir).transform_raw_features({
-        F.TITLE: tf.constant(titles.astype(str)), F.IMAGE: tf.constant(images.astype(np.float32)),
-        F.HISTORY: history, F.LABEL: tf.constant(events.column(F.LABEL).to_numpy())})
+    out = _full_feed(transform_dir, {
+        F.HISTORY: history, F.LABEL: tf.constant(events.column(F.LABEL).to_numpy()),
+        **{name: tf.constant(events.column(name).to_numpy(zero_copy_only=False).astype(
+            str if name == F.PLATFORM else np.int64)) for name in F.EVENT_CONTEXT}})
     keys = event_hash(events.column(F.EVENT_ID).to_pylist())
     shards = M.read(paths.examples_dir)["splits"]["eval"]["num_shards"]
     order = np.lexsort((keys, keys % np.uint64(shards)))
-    return {k: v.numpy()[order] for k, v in out.items()}
+    return {k: v[order] for k, v in out.items()}
 
 
 def test_outputs_equal_an_independent_reference(tiny_config, pp_paths, pp_result):
     got = read_split(pp_paths.examples_dir, "eval", tiny_config.model)
     want = _reference_eval(tiny_config, pp_paths, pp_result.transform_dir)
     assert len(got[F.LABEL_KEY]) == pp_result.eval_examples == 1500
-    for key in (F.TITLE_IDS, F.HISTORY_IDS, F.LABEL_KEY):
+    assert set(got) == set(F.transformed_feature_spec(tiny_config.model))     # ids only: no content
+    for key in got:
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
-    np.testing.assert_allclose(got[F.IMAGE_Z], want[F.IMAGE_Z], rtol=1e-5, atol=1e-5)
-    assert got[F.TITLE_IDS].max() <= tiny_config.model.title_vocab_size + tiny_config.model.oov_buckets
-    assert (got[F.HISTORY_IDS] > 0).any() and abs(got[F.IMAGE_Z].mean()) < 0.2
+    assert (got[F.HISTORY_IDS] > 0).any() and ((got[F.HISTORY_ROWS] > 0) == (got[F.HISTORY_IDS] > 0)).all()
 
 
-def test_the_item_table_holds_each_catalog_item_once_with_what_its_examples_carry(tiny_config, pp_paths,
-                                                                                  pp_result):
+def test_the_item_table_holds_each_catalog_item_once_as_the_transform_makes_it(tiny_config, pp_paths,
+                                                                              pp_result):
+    import tensorflow as tf
+
     from pipeline.contracts import item_table as IT
 
     manifest = M.read(pp_paths.examples_dir)
     entry = manifest["item_table"]
     path = pp_paths.examples_dir / entry["name"]
     assert path.stat().st_size == entry["bytes"] and sha256_file(path) == entry["sha256"]
-    table = pq.read_table(path).sort_by(IT.ROW)
+    table = pq.read_table(path).sort_by(IT.ITEM_ID)
     assert table.num_rows == entry["rows"] and table.column_names == list(IT.COLUMNS)
+    items = pq.read_table(pp_paths.items_dir(pp_paths.eval_date)).sort_by(F.ITEM_ID)
     ids = table.column(IT.ITEM_ID).to_numpy()
-    snapshot = pq.read_table(pp_paths.items_dir(pp_paths.eval_date)).column(F.ITEM_ID).to_numpy()
     # Every item of the snapshot once (clean tiny data: none refused), shown in the window or not.
-    assert sorted(ids.tolist()) == sorted(snapshot.tolist()) and len(set(ids.tolist())) == len(ids)
-    np.testing.assert_array_equal(table.column(IT.ROW).to_numpy(), np.arange(1, len(ids) + 1))
-    np.testing.assert_array_equal(ids, np.sort(ids))                        # row r = r-th smallest id
-    # What an example of an item carries equals its row: the same transform, applied once per item.
-    got = read_split(pp_paths.examples_dir, "eval", tiny_config.model)
-    row_of = IT.rows_of(pq.read_table(pp_paths.events_dir(pp_paths.eval_date)).column(F.ITEM_ID).to_numpy(), ids)
-    embedding = table.column(IT.EMBEDDING_ID).to_numpy()
-    titles = np.stack(table.column(IT.TITLE_IDS).to_numpy(zero_copy_only=False))
+    np.testing.assert_array_equal(ids, items.column(F.ITEM_ID).to_numpy())
+    assert sorted(table.column(IT.ROW).to_pylist()) == list(range(1, len(ids) + 1))
+    want = _full_feed(pp_result.transform_dir, {
+        F.TITLE: tf.constant(items.column(F.TITLE).to_pylist()), F.ITEM_ID: tf.constant(ids),
+        F.IMAGE: tf.constant(np.stack(items.column(F.IMAGE).to_numpy(zero_copy_only=False)).astype(np.float32))})
+    for column, key in ((IT.ROW, F.TARGET_ROW), (IT.EMBEDDING_ID, F.TARGET_ID), (IT.TITLE_IDS, F.TITLE_IDS)):
+        values = table.column(column).to_numpy(zero_copy_only=False)
+        np.testing.assert_array_equal(np.stack(values) if values.dtype == object else values, want[key])
     images = np.stack(table.column(IT.IMAGE).to_numpy(zero_copy_only=False))
-    for target, title, image in zip(got[F.TARGET_ID][:50], got[F.TITLE_IDS][:50], got[F.IMAGE_Z][:50]):
-        (row,) = np.flatnonzero((titles == title).all(axis=1) & np.isclose(images, image, atol=1e-6).all(axis=1))
-        assert embedding[row] == target
-    assert set(row_of.tolist()) <= set(range(1, len(ids) + 1))             # every shown item has its row
-    assert len(np.unique(embedding)) > 1
+    np.testing.assert_allclose(images, want[F.IMAGE_Z], rtol=1e-5, atol=1e-5)
+    # The examples reference it: each example's target row is its item's row.
+    got = read_split(pp_paths.examples_dir, "eval", tiny_config.model)
+    row_of = dict(zip(table.column(IT.ROW).to_pylist(), table.column(IT.EMBEDDING_ID).to_pylist()))
+    assert [row_of[r] for r in got[F.TARGET_ROW].tolist()] == got[F.TARGET_ID].tolist()
+    # Items the window never showed have rows too: more rows than items shown in training.
+    assert len(set(got[F.TARGET_ROW].tolist())) < len(ids)
 
 
 def test_manifest_describes_complete_balanced_output(tiny_config, pp_paths, pp_result):
@@ -105,17 +110,16 @@ def test_manifest_describes_complete_balanced_output(tiny_config, pp_paths, pp_r
         pp_paths.examples_dir / n for n in train["by_worker"]["1"]]
 
 
-def test_rerun_replaces_outputs_and_cogroupbykey_join_agrees(tiny_config, pp_paths, pp_result):
-    """Rerun the same date + run id through the CoGroupByKey join: identical shards, no stale ones."""
+def test_rerun_replaces_outputs_identically(tiny_config, pp_paths, pp_result):
+    """Rerun the same date + run id: identical shards and item table, no stale files."""
     from components.preprocess import run
 
     before = M.read(pp_paths.examples_dir)
     stale = pp_paths.examples_dir / "train" / "part-00099-of-00100.tfrecord"
     stale.write_bytes(b"left over from an older layout")
-    cogbk = tiny_config.with_overrides({"preprocess.side_input_max_items": 0})
-    result = run(cogbk, pp_paths)
+    result = run(tiny_config, pp_paths)
     after = M.read(pp_paths.examples_dir)
-    assert after["join"] == "cogroupbykey" and before["join"] == "side_input"
+    assert after["item_table"] == before["item_table"]
     assert not stale.exists()
     for split in ("train", "eval"):
         assert after["splits"][split]["shards"] == before["splits"][split]["shards"]   # names, sizes, sha256

@@ -82,9 +82,9 @@ def test_corrupt_staged_file_is_detected_and_replaced(config, source, which):
 def test_corrupt_source_shard_fails_and_publishes_nothing(config, source, which):
     paths = _clone_run(config, source, f"stage-bad-source-{which}")
     victim = M.shard_files(paths.examples_dir, "eval")[1] if which == "shard" else paths.examples_dir / IT.ITEM_TABLE
-    with open(victim, "r+b") as f:
-        f.seek(100)
-        f.write(b"\0\0\0\0")
+    data = bytearray(victim.read_bytes())
+    data[100:104] = bytes(b ^ 0xFF for b in data[100:104])        # flipped, whatever was there
+    victim.write_bytes(bytes(data))
     with pytest.raises(StageError, match=f"{victim.name}: copied .* manifest says"):
         run(config, paths)
     assert not paths.staged_dir.exists()
