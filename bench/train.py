@@ -2,10 +2,12 @@
 forward+backward bound of one process, 1 worker x 2 cores vs 2 workers x 1 core, and the input
 pipeline against bare read+parse and against the trainer's consumption.
 
-Data: synthetic *transformed* shards (the model's input contract) with ids spread over the
-configured vocabularies, so the embedding tables have their reference sizes (title 50k, items
-100k, x 128) whatever a small generated catalogue would give. Ids follow Zipf's law over their
-rank (ranked_ids). Export is off (train.export=false): the serving benchmark times it.
+Data: synthetic *transformed* shards (the model's input contract: examples by reference) with
+ids spread over the configured vocabularies, so the embedding tables have their reference sizes
+(title 50k, items 100k, x 128) whatever a small generated catalogue would give, and an item
+table of CATALOG items whose content the input pipeline joins per batch. Ids and rows follow
+Zipf's law over their rank (ranked_ids). Export is off (train.export=false): the serving
+benchmark times it. The bare read+parse reference does not join: the input ratio includes it.
 
 Bound: forward + backward of the same model in one process on every core, batches already in
 memory, no optimizer, no strategy: what a step costs if the update, the all-reduce, the input
@@ -46,6 +48,7 @@ ARCHITECTURES = ("din", "reference")
 EXAMPLES = 65_536      # per epoch: 128 steps of the 2-worker gang, so epoch-end work weighs as in a run
 SHARDS = 8
 UNIQUE = 1024          # distinct examples, cycled: content does not change the cost
+CATALOG = 16_384       # items in the item table (their content is joined per batch)
 EPOCHS = 2
 INPUT_BATCHES = 120
 BOUND_STEPS = 30
@@ -64,6 +67,8 @@ def ranked_ids(rng: np.random.Generator, size: int, high: int) -> np.ndarray:
 
 
 def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int = 0) -> None:
+    """Examples by reference (ids and item-table rows) and the item table beside them: CATALOG
+    items, rows Zipf-ranked like ids, so a batch holds as many distinct items as a real one."""
     import tensorflow as tf
 
     from components.train.model.build import VocabSizes
@@ -72,20 +77,19 @@ def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int
     rng = np.random.default_rng(seed)
     vocab = VocabSizes.from_config(model_cfg)
     title_hi, item_hi = vocab.title, vocab.items
+    write_item_table(out_dir, model_cfg, title_hi, rng)
     serialized = []
     for _ in range(UNIQUE):
-        title = np.zeros(model_cfg.title_len, np.int64)
-        words = rng.integers(3, model_cfg.title_len + 1)
-        title[:words] = ranked_ids(rng, words, title_hi)
         history = np.zeros(model_cfg.history_len, np.int64)
         n = rng.integers(0, model_cfg.history_len + 1)
         history[model_cfg.history_len - n:] = ranked_ids(rng, n, item_hi)
+        rows = np.zeros(model_cfg.history_len, np.int64)
+        rows[model_cfg.history_len - n:] = ranked_ids(rng, n, CATALOG + 1)
         feature = {
-            F.TITLE_IDS: tf.train.Feature(int64_list=tf.train.Int64List(value=title)),
-            F.IMAGE_Z: tf.train.Feature(float_list=tf.train.FloatList(
-                value=rng.standard_normal(F.IMAGE_DIM).astype(np.float32))),
             F.HISTORY_IDS: tf.train.Feature(int64_list=tf.train.Int64List(value=history)),
+            F.HISTORY_ROWS: tf.train.Feature(int64_list=tf.train.Int64List(value=rows)),
             F.TARGET_ID: tf.train.Feature(int64_list=tf.train.Int64List(value=ranked_ids(rng, 1, item_hi))),
+            F.TARGET_ROW: tf.train.Feature(int64_list=tf.train.Int64List(value=ranked_ids(rng, 1, CATALOG + 1))),
             **{name: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(rng.integers(1, hi))]))
                for name, hi in ((F.USER_BUCKET, vocab.users), (F.PLATFORM_ID, 4),
                                 (F.HOUR_ID, 25))},
@@ -100,6 +104,31 @@ def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int
             writers[i % shards].write(serialized[i % UNIQUE])
         for w in writers:
             w.close()
+
+
+def write_item_table(out_dir: Path, model_cfg, title_hi: int, rng: np.random.Generator) -> Path:
+    """CATALOG items (rows 1..CATALOG) with Zipf-ranked title ids and a random image."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.contracts import features as F
+    from pipeline.contracts import item_table as IT
+
+    title = np.zeros((CATALOG, model_cfg.title_len), np.int64)
+    for i in range(CATALOG):
+        words = rng.integers(3, model_cfg.title_len + 1)
+        title[i, :words] = ranked_ids(rng, words, title_hi)
+    image = rng.standard_normal((CATALOG, F.IMAGE_DIM)).astype(np.float32)
+    rows = np.arange(1, CATALOG + 1, dtype=np.int64)
+
+    def fixed(values, arrow_type):
+        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
+
+    path = out_dir / IT.ITEM_TABLE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({IT.ITEM_ID: rows, IT.ROW: rows, IT.EMBEDDING_ID: rows,
+                             IT.TITLE_IDS: fixed(title, pa.int64()), IT.IMAGE: fixed(image, pa.float32())}), path)
+    return path
 
 
 def train_throughput(root: Path, data_dir: Path, workers: int, threads: int, pin: bool,
@@ -133,7 +162,7 @@ def step_bounds(files, model_cfg, batch: int) -> tuple[float, float]:
     from components.train.worker.input import make_dataset
     from pipeline.config import TrainConfig
 
-    batches = list(make_dataset(files, model_cfg, batch, training=True).take(8))
+    batches = list(make_dataset(files, model_cfg, batch, training=True, item_table=_table(files)).take(8))
     vocab = VocabSizes.from_config(model_cfg)
     model, bce = build_model(model_cfg, vocab), keras.losses.BinaryCrossentropy()
 
@@ -144,10 +173,18 @@ def step_bounds(files, model_cfg, batch: int) -> tuple[float, float]:
         return tape.gradient(loss, model.trainable_variables)
 
     train_function = compile_model(build_model(model_cfg, vocab), TrainConfig(), replicas=1).make_train_function()
-    in_memory = iter(tf.data.Dataset.from_tensor_slices(
-        tf.nest.map_structure(lambda *parts: tf.stack(parts), *batches)).repeat())
+    in_memory = tf.data.Dataset.from_tensors(batches[0])
+    for more in batches[1:]:       # joined batches differ in their distinct-item count: no stacking
+        in_memory = in_memory.concatenate(tf.data.Dataset.from_tensors(more))
+    in_memory = iter(in_memory.repeat())
     return (_median_rate(lambda k: forward_backward(*batches[k % len(batches)]), batch),
             _median_rate(lambda k: train_function(in_memory), batch))
+
+
+def _table(files) -> Path:
+    from pipeline.contracts import item_table as IT
+
+    return Path(files[0]).parents[1] / IT.ITEM_TABLE
 
 
 def _median_rate(step, batch: int) -> float:
@@ -168,7 +205,7 @@ def input_throughput(files, model_cfg, batch: int) -> tuple[float, float]:
 
     from components.train.worker.input import make_dataset, make_parse_fn
 
-    real = make_dataset(files, model_cfg, batch, training=True)
+    real = make_dataset(files, model_cfg, batch, training=True, item_table=_table(files))
     bare = (tf.data.TFRecordDataset([str(f) for f in files]).repeat().batch(batch)
             .map(make_parse_fn(model_cfg)))
     rates = []

@@ -75,4 +75,6 @@ MOVED_KEYS: dict[str, str] = {
 # Keys a release removed, and why: a params file that still sets one gets this, not "unknown".
 REMOVED_KEYS: dict[str, str] = {
     "preprocess.side_input_max_items": "examples reference items by item-table row; preprocess joins nothing",
+    "model.content_units": "the model reads the history items' own content; the content memory is gone",
+    "model.content_weight": "the model reads the history items' own content; the content memory is gone",
 }

@@ -72,8 +72,6 @@ class ModelConfig:
     architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
     user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
     attention_units: int = 64            # DIN attention MLP width
-    content_units: int = 32              # DIN content memory: projected image per item id
-    content_weight: float = 0.1          # weight of its fitting loss beside the click loss
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     dropout: float = 0.1
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)

@@ -23,7 +23,14 @@ from pipeline import fsutil
 from pipeline.config import Config
 from pipeline.contracts import features as F
 from pipeline.contracts import rows, serving
-from pipeline.contracts.evaluation import BLESSED, METRICS_FILE, NOT_BLESSED, REPORT_FILE, SAMPLE_FILE
+from pipeline.contracts.evaluation import (
+    BLESSED,
+    BY_ID_PROBABILITY,
+    METRICS_FILE,
+    NOT_BLESSED,
+    REPORT_FILE,
+    SAMPLE_FILE,
+)
 from pipeline.paths import RunPaths
 from pipeline.results import EvalResult
 
@@ -109,8 +116,22 @@ def _score(data: EvalData, scorers: dict, sample_size: int) -> dict[str, Any]:
             sample.extend(_sample_rows(batch, preds, sample_size - len(sample)))
     out: dict[str, Any] = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
     out["slices"] = {s: np.concatenate(v) if v else np.zeros(0, dtype=object) for s, v in slices.items()}
-    out["sample"] = sample
+    out["sample"] = _with_by_id(scorers["candidate"], sample)
     return out
+
+
+def _with_by_id(candidate, sample: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sample rows with the candidate's by-id probability (push verifies that signature with
+    it). By id and by raw features agree when the exported item table holds the eval day's
+    catalog content, as a run's own table does: a difference is logged, it means they differ."""
+    by_id = candidate.by_id(sample)
+    if by_id is None:
+        return sample
+    diff = max(abs(float(p) - row["candidate_probability"]) for p, row in zip(by_id, sample, strict=True))
+    if diff > 1e-4:
+        log.warning("the candidate scores the sample differently by id (max |diff| %.3g): its item table "
+                    "holds other content than the eval day's catalog", diff)
+    return [{**row, BY_ID_PROBABILITY: float(p)} for row, p in zip(sample, by_id, strict=True)]
 
 
 def _sample_rows(batch: EvalBatch, preds: dict[str, np.ndarray], k: int) -> list[dict[str, Any]]:

@@ -1,5 +1,8 @@
 """Scoring through a SavedModel's raw-feature `serving_default` signature, as TF Serving does.
 
+The eval sample is also scored by id (the export's item table), so push can verify both
+signatures a client calls against what the gate saw.
+
 Calling the signature (not a Keras model object) means the gate exercises the exported
 preprocessing graph too; a model whose export is broken fails here, before anyone pushes it.
 """
@@ -62,6 +65,24 @@ class Scorer:
                    for name, spec in self.input_specs.items()}
         outputs = self._fn(**tensors)
         return probabilities(outputs, self.model_dir, rows + pad)[:rows]
+
+
+    def by_id(self, rows: list[dict]) -> np.ndarray | None:
+        """The export's by-id signature on `rows` (their shown item's content from the exported
+        item table), or None when the export has none or does not hold every shown item."""
+        tf = self._tf
+        fn = self._loaded.signatures.get(signature.SERVING_BY_ID)
+        if fn is None or not rows:
+            return None
+        arrays = signature.request_arrays(rows, F.BY_ID_SERVING_FEATURES)
+        specs = fn.structured_input_signature[1]
+        try:
+            outputs = fn(**{name: tf.constant(arrays[name], dtype=spec.dtype) for name, spec in specs.items()})
+        except tf.errors.InvalidArgumentError as err:
+            log.warning("%s: %s not scored (%s)", self.model_dir, signature.SERVING_BY_ID,
+                        str(err.message).splitlines()[-1][:300])
+            return None
+        return probabilities(outputs, self.model_dir, len(rows))
 
 
 def _pad_rows(values: np.ndarray, pad: int) -> np.ndarray:

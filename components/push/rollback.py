@@ -86,10 +86,9 @@ def _previous(base, name: str, served: int) -> int:
 def _verify(config: Config, vdir, target_record: dict[str, Any]) -> dict[str, Any] | None:
     """Same check as a push when the restored model carries its requests and answers."""
     requests = vdir / serving.ASSETS_EXTRA / serving.VERIFY_REQUESTS
-    expected = target_record.get("expected_predictions")
+    expected = target_record.get("expected_by_signature") or target_record.get("expected_predictions")
     if not requests.exists() or not expected:
         log.warning("version %s has no verification requests (pushed by hand?): not verified", vdir.name)
         return None
-    body = json.loads(requests.read_text())
-    return verify_version(vdir, body, expected, config.push.verify_tolerance,
+    return verify_version(vdir, json.loads(requests.read_text()), expected, config.push.verify_tolerance,
                           config.push.verify_timeout_s).to_dict()

@@ -23,8 +23,14 @@ from components.push import publish, serving_files
 from components.push.verify import verify_version
 from pipeline import fsutil
 from pipeline.config import Config
-from pipeline.contracts import serving
-from pipeline.contracts.evaluation import METRICS_FILE, SAMPLE_FILE, read_verdict
+from pipeline.contracts import serving, signature
+from pipeline.contracts.evaluation import (
+    BY_ID_PROBABILITY,
+    CANDIDATE_PROBABILITY,
+    METRICS_FILE,
+    SAMPLE_FILE,
+    read_verdict,
+)
 from pipeline.paths import RunPaths
 from pipeline.results import PushResult
 
@@ -84,22 +90,25 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
           served: int | None, flags: dict[str, Any]) -> PushResult:
     name, base = paths.model_name, paths.serving_base
     examples = evaluation["sample"][: config.push.warmup_requests]
-    inputs = serving_files.signature_inputs(paths.model_dir)
-    body = serving_files.rest_body(examples, inputs)
-    expected = [e["candidate_probability"] for e in examples]
+    expected = _expected(examples)
+    signatures = {sig: inputs for sig, inputs in serving_files.client_signatures(paths.model_dir).items()
+                  if sig in expected}
+    bodies = [serving_files.rest_body(examples, inputs, sig) for sig, inputs in signatures.items()]
     version = serving.next_version(base, name)
-    record = _push_record(paths, evaluation, digest, version, served, flags) | {"expected_predictions": expected}
+    record = _push_record(paths, evaluation, digest, version, served, flags) | {
+        "expected_predictions": expected[signature.SERVING_DEFAULT], "expected_by_signature": expected}
     extras = {
         serving.PUSH_RECORD: json.dumps(record, indent=2).encode(),
-        serving.VERIFY_REQUESTS: json.dumps(body).encode(),
+        serving.VERIFY_REQUESTS: json.dumps(bodies).encode(),
         serving.WARMUP_FILE: b"",
     }
     tmp = publish.stage(paths.model_dir, base, name, version, digest, extras)
-    serving_files.write_warmup(tmp / serving.ASSETS_EXTRA / serving.WARMUP_FILE,
-                               serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes, inputs))
+    warmup = [record for sig, inputs in signatures.items()
+              for record in serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes, inputs, sig)]
+    serving_files.write_warmup(tmp / serving.ASSETS_EXTRA / serving.WARMUP_FILE, warmup)
     vdir = publish.publish(tmp, paths.model_base, version)
     log.info("published %s (previously served: %s); verifying in a fresh process", vdir, served)
-    check = verify_version(vdir, body, expected, config.push.verify_tolerance, config.push.verify_timeout_s)
+    check = verify_version(vdir, bodies, expected, config.push.verify_tolerance, config.push.verify_timeout_s)
     record["verification"] = check.to_dict()
     if not check.ok:
         publish.withdraw(vdir, "push", record)
@@ -114,6 +123,16 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     return PushResult(pushed=True, reason=f"pushed version {version}: {check.detail}", version=version,
                       version_dir=str(vdir), served_version=version,
                       record_path=str(paths.push_dir / serving.PUSH_RECORD))
+
+
+def _expected(examples: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """What each client signature must answer for the sample, as evaluate scored it. By id only
+    when evaluate could score every sample row by id: a warmup request TF Serving cannot answer
+    would fail the model's load."""
+    expected = {signature.SERVING_DEFAULT: [e[CANDIDATE_PROBABILITY] for e in examples]}
+    if examples and all(BY_ID_PROBABILITY in e for e in examples):
+        expected[signature.SERVING_BY_ID] = [e[BY_ID_PROBABILITY] for e in examples]
+    return expected
 
 
 def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, version: int,
@@ -141,8 +160,9 @@ def _already_served(config: Config, paths: RunPaths, served: int, record: dict[s
     history = serving.read_history(paths.serving_base, paths.model_name, "push").get(served)
     vdir = serving.version_dir(paths.model_base, served)
     if not (history and history.get("verification", {}).get("ok")):
-        body = json.loads((vdir / serving.ASSETS_EXTRA / serving.VERIFY_REQUESTS).read_text())
-        check = verify_version(vdir, body, record["expected_predictions"], config.push.verify_tolerance,
+        bodies = json.loads((vdir / serving.ASSETS_EXTRA / serving.VERIFY_REQUESTS).read_text())
+        expected = record.get("expected_by_signature") or record["expected_predictions"]
+        check = verify_version(vdir, bodies, expected, config.push.verify_tolerance,
                                config.push.verify_timeout_s)
         if not check.ok:
             serving.unpublish(vdir)

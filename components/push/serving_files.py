@@ -14,23 +14,34 @@ from pipeline.contracts import serving, signature
 from pipeline.contracts.signature import request_arrays
 
 SIGNATURE = signature.SERVING_DEFAULT
+# What clients call, so what push warms up and verifies: the raw-feature signature and, in
+# exports that have it, scoring by id from the exported item table.
+CLIENT_SIGNATURES = (signature.SERVING_DEFAULT, signature.SERVING_BY_ID)
 
 
-def signature_inputs(model_dir: Path) -> tuple[str, ...]:
-    """The raw features a SavedModel's serving_default takes (read from saved_model.pb): a model
+def signature_inputs(model_dir: Path, name: str = SIGNATURE) -> tuple[str, ...]:
+    """The raw features a SavedModel's signature `name` takes (read from saved_model.pb): a model
     exported before a feature was added takes fewer, and TF Serving rejects unknown inputs."""
+    return client_signatures(model_dir)[name]
+
+
+def client_signatures(model_dir: Path) -> dict[str, tuple[str, ...]]:
+    """Each of CLIENT_SIGNATURES the export has -> the raw features it takes (older exports have
+    no by-id signature)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     proto = saved_model_pb2.SavedModel.FromString((Path(model_dir) / "saved_model.pb").read_bytes())
-    inputs = set(proto.meta_graphs[0].signature_def[SIGNATURE].inputs)
-    return tuple(name for name in F.RAW_SERVING_FEATURES if name in inputs)
+    defs = proto.meta_graphs[0].signature_def
+    return {name: tuple(f for f in F.RAW_SERVING_FEATURES if f in defs[name].inputs)
+            for name in CLIENT_SIGNATURES if name in defs}
 
 
-def rest_body(examples: list[dict[str, Any]], inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> dict[str, Any]:
+def rest_body(examples: list[dict[str, Any]], inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES,
+              signature_name: str = SIGNATURE) -> dict[str, Any]:
     """A TF Serving REST predict body in row ("instances") format for eval-sample examples."""
     arrays = request_arrays(examples, inputs)
     return {
-        "signature_name": SIGNATURE,
+        "signature_name": signature_name,
         "instances": [{name: _plain(values[i]) for name, values in arrays.items()} for i in range(len(examples))],
     }
 
@@ -41,7 +52,7 @@ def _plain(value: Any) -> Any:
 
 
 def warmup_records(examples: list[dict[str, Any]], model_name: str, batch_sizes: tuple[int, ...] = (1,),
-                   inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> list[bytes]:
+                   inputs: tuple[str, ...] = F.RAW_SERVING_FEATURES, signature_name: str = SIGNATURE) -> list[bytes]:
     """PredictionLogs for TF Serving to replay at load: one batch-1 request per example (the
     latency-critical shape), then one request per larger size in `batch_sizes`, its rows cycled
     from the examples. Each distinct batch shape is one XLA compile of the export, paid here
@@ -51,16 +62,17 @@ def warmup_records(examples: list[dict[str, Any]], model_name: str, batch_sizes:
         return []
     batches = [[e] for e in examples] if 1 in batch_sizes else []
     batches += [[examples[i % len(examples)] for i in range(size)] for size in sorted(set(batch_sizes)) if size > 1]
-    return [_prediction_log(rows, model_name, inputs) for rows in batches]
+    return [_prediction_log(rows, model_name, inputs, signature_name) for rows in batches]
 
 
-def _prediction_log(rows: list[dict[str, Any]], model_name: str, inputs: tuple[str, ...]) -> bytes:
+def _prediction_log(rows: list[dict[str, Any]], model_name: str, inputs: tuple[str, ...],
+                    signature_name: str) -> bytes:
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
-    request.model_spec.signature_name = SIGNATURE
+    request.model_spec.signature_name = signature_name
     for name, values in request_arrays(rows, inputs).items():
         dtype = tf.as_dtype(F.RAW_SERVING_DTYPES[name])
         request.inputs[name].CopyFrom(tf.make_tensor_proto(values.tolist() if dtype == tf.string else values,

@@ -3,10 +3,10 @@
 Why a separate process: the pushing process already holds TensorFlow state (the eval-time
 graph, op registrations, caches); only a process that starts from nothing proves that the
 directory TF Serving will read is self-contained and loads on its own. The child speaks the
-REST row format (`{"instances": [...]}`) and answers `{"predictions": [...]}`, as the model
-server would.
+REST row format (`{"instances": [...]}`) and answers `{"predictions": [...]}` per body, as the
+model server would; push sends one body per client signature (raw features, and by id).
 
-Child:  python -m components.push.verify --model-dir V --request body.json --output out.json
+Child:  python -m components.push.verify --model-dir V --request bodies.json --output out.json
 Parent: `verify_version(...)` runs the child and compares with the evaluation's predictions.
 """
 from __future__ import annotations
@@ -37,12 +37,16 @@ class Verification:
                 "detail": self.detail}
 
 
-def verify_version(vdir: Path, body: dict[str, Any], expected: list[float], tolerance: float,
-                   timeout_s: float) -> Verification:
-    """Run the child on `vdir`; ok when every |served - expected| <= tolerance."""
+def verify_version(vdir: Path, bodies: list[dict[str, Any]] | dict[str, Any],
+                   expected: dict[str, list[float]] | list[float], tolerance: float, timeout_s: float) -> Verification:
+    """Run the child on `vdir` with every REST body (one per client signature; a single body from
+    a version pushed before there were two); ok when each signature's |served - expected| <=
+    tolerance. `expected`: per signature name, what evaluate's process got from the same export
+    (a plain list, from older versions, holds for every body)."""
+    bodies = [bodies] if isinstance(bodies, dict) else list(bodies)
     with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
         request, output = Path(tmp) / "request.json", Path(tmp) / "response.json"
-        request.write_text(json.dumps(body))
+        request.write_text(json.dumps(bodies))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
         cmd = [sys.executable, "-m", "components.push.verify", "--model-dir", str(vdir),
@@ -54,14 +58,26 @@ def verify_version(vdir: Path, body: dict[str, Any], expected: list[float], tole
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
             return Verification(False, None, [], f"verification process failed ({proc.returncode}): {tail}")
-        predictions = [_probability(p) for p in json.loads(output.read_text())["predictions"]]
-    if len(predictions) != len(expected):
-        return Verification(False, None, predictions,
-                            f"{len(predictions)} predictions for {len(expected)} requests")
-    diff = max(abs(a - b) for a, b in zip(predictions, expected, strict=True))
+        responses = json.loads(output.read_text())
+    return _compare(bodies, responses, expected, tolerance)
+
+
+def _compare(bodies: list[dict[str, Any]], responses: list[dict[str, Any]],
+             expected: dict[str, list[float]] | list[float], tolerance: float) -> Verification:
+    diffs, predictions, count = {}, [], 0
+    for body, response in zip(bodies, responses, strict=True):
+        name = body.get("signature_name", signature.SERVING_DEFAULT)
+        want = expected[name] if isinstance(expected, dict) else expected
+        got = [_probability(p) for p in response["predictions"]]
+        if len(got) != len(want):
+            return Verification(False, None, got, f"{name}: {len(got)} predictions for {len(want)} requests")
+        diffs[name] = max(abs(a - b) for a, b in zip(got, want, strict=True))
+        predictions, count = predictions or got, len(want)
+    diff = max(diffs.values())
     ok = diff <= tolerance
-    detail = f"max |served - evaluated| = {diff:.3g} over {len(expected)} examples " \
-             f"({'within' if ok else 'exceeds'} tolerance {tolerance:g})"
+    each = ", ".join(f"{name} {d:.3g}" for name, d in diffs.items())
+    detail = f"max |served - evaluated| = {diff:.3g} over {count} examples ({each}; " \
+             f"{'within' if ok else 'exceeds'} tolerance {tolerance:g})"
     return Verification(ok, diff, predictions, detail)
 
 
@@ -99,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--request", required=True, type=Path)
     parser.add_argument("--output", required=True, type=Path)
     args = parser.parse_args(argv)
-    response = predict_rest(args.model_dir, json.loads(args.request.read_text()))
-    args.output.write_text(json.dumps(response))
+    bodies = json.loads(args.request.read_text())
+    bodies = [bodies] if isinstance(bodies, dict) else bodies
+    args.output.write_text(json.dumps([predict_rest(args.model_dir, body) for body in bodies]))
     return 0
 
 

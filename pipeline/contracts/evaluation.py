@@ -5,6 +5,8 @@ from pathlib import Path
 
 METRICS_FILE = "metrics.json"
 SAMPLE_FILE = "eval_sample.json"
+# Sample row keys: the candidate's probability through serving_default, and through serving_by_id
+CANDIDATE_PROBABILITY, BY_ID_PROBABILITY = "candidate_probability", "candidate_by_id_probability"
 REPORT_FILE = "report.html"
 BLESSED, NOT_BLESSED = "BLESSED", "NOT_BLESSED"
 

@@ -11,10 +11,11 @@ import numpy as np
 from pipeline.contracts import features as F
 
 SERVING_DEFAULT = "serving_default"        # raw features -> probability (TF Serving's default)
+SERVING_BY_ID = "serving_by_id"            # the shown item by id, its content from the exported table
 SERVING_EXAMPLES = "serving_examples"      # serialized raw tf.Example -> probability
 REGRESS = "regress"                        # TF Serving's Regress API
-SERVING_TRANSFORMED = "serving_transformed"  # the bare model on tf.Transform output
-CORE_BATCH1 = "core_batch1"                # the same at batch 1, un-compiled: what TF Lite converts
+SERVING_TRANSFORMED = "serving_transformed"  # the model on transformed examples (ids, table rows)
+CORE_BATCH1 = "core_batch1"                # a transformed request at batch 1, un-compiled: what TF Lite converts
 REGRESS_METHOD = "tensorflow/serving/regress"
 OUTPUT = "probability"
 

@@ -105,3 +105,14 @@ def test_a_moved_key_is_refused_naming_its_new_place(tmp_path, old, new):
                  lambda: load_config(env={}, overrides={old: 1})):
         with pytest.raises(ConfigError, match=f"'{old}' moved: it is now '{new}'"):
             load()
+
+
+@pytest.mark.parametrize("old, why", [("preprocess.side_input_max_items", "preprocess joins nothing"),
+                                      ("model.content_units", "content memory is gone"),
+                                      ("model.content_weight", "content memory is gone")])
+def test_a_removed_key_is_refused_saying_why(tmp_path, old, why):
+    section, key = old.split(".")
+    for load in (lambda: load_config(write(tmp_path, f"{section}:\n  {key}: 1\n"), env={}),
+                 lambda: load_config(env={f"RECO__{section.upper()}__{key.upper()}": "1"})):
+        with pytest.raises(ConfigError, match=f"'{old}' was removed .*{why}.*: delete it"):
+            load()

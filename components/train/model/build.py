@@ -15,6 +15,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
+from components.train.model.tower import CALIBRATION
 from components.train.model.vocab import VocabSizes
 from pipeline.config import ModelConfig, TrainConfig
 
@@ -34,7 +35,7 @@ def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
         from components.train.model.reference import build_reference
 
         core = build_reference(model_cfg, vocab)
-    out = Calibration(name="calibration", dtype="float32")(core.output)
+    out = Calibration(name=CALIBRATION, dtype="float32")(core.output)
     return CTRModel(inputs=core.input, outputs=out, name=core.name)
 
 

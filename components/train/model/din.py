@@ -1,12 +1,15 @@
 """The default model: target-aware interest over the behaviour sequence (DIN, Zhou et al. 2018).
 
-Why this shape: click-through here is mostly a user x item taste term. The seed model saw the
-shown item only through its title and image and the history only through an LSTM over ids of
-another table, so it had to learn a product from few positives. Here one item-id embedding
-serves the shown item and the history, the shown item attends over the history (which past
-items matter depends on what is shown), and the dot products of item with interest and with the
-hashed user's embedding are explicit features. Title and image stay: they give new and cold
-items (OOV ids) a representation, fused with the id embedding into the item vector.
+Why this shape: click-through here is mostly a user x item taste term. One item representation
+serves the shown item and every history item: its id embedding (frequent items own a row, the
+tail shares OOV buckets) plus its content, the item tower's reading of its own title and image.
+The shown item attends over the history (which past items matter depends on what is shown), and
+the dot products of item with interest, with the hashed user's embedding and of the shown
+item's content with the history's are explicit features. Content is what carries new and cold
+items, shown or in a history, that the id embedding cannot tell apart.
+
+The model is two parts (tower.py): the item tower, run once per distinct item of a batch, and
+the scorer, which takes item vectors; the export precomputes the tower over the item table.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train.model.embedding import RowEmbedding, gather_rows
+from components.train.model.tower import SCORER, TOWER, contents, item_inputs, joined_model, scorer_inputs
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from pipeline.contracts.signature import OUTPUT
@@ -56,55 +60,20 @@ class TargetAttention(keras.layers.Layer):
         return {**super().get_config(), "units": self.units}
 
 
-class ContentMemory(keras.layers.Layer):
-    """What the history items look like, learned from the impressions where they were shown.
-
-    A request carries the shown item's image but only the ids of the history items. This table
-    (item id -> a fixed random projection of the item's z-scored image, which keeps dot products)
-    is fitted by a squared-error loss on the shown items of each batch, and read for the
-    history: "does the shown item look like what the user chose before" is then a dot product
-    the model can use for any history item it has seen shown. Rows of ids never shown stay 0.
-    The table is read as SCALE x its variable: Adam's steps are about the learning rate whatever
-    the gradient, and an item is shown only a few times per epoch, so unscaled rows would not
-    reach their targets within the epochs a nightly run trains.
-    """
-
-    SCALE = 30.0
-
-    def __init__(self, rows: int, units: int, weight: float, **kwargs):
-        super().__init__(**kwargs)
-        self.rows, self.units, self.weight = rows, units, weight
-
-    def build(self, input_shape):
-        self.table = self.add_weight(name="table", shape=(self.rows, self.units), initializer="zeros")
-        self.projection = self.add_weight(
-            name="projection", shape=(F.IMAGE_DIM, self.units), trainable=False,
-            initializer=keras.initializers.RandomNormal(stddev=F.IMAGE_DIM ** -0.5, seed=7))
-
-    def call(self, target_id, image, history_ids, training=None):
-        code = tf.stop_gradient(tf.matmul(image, tf.cast(self.projection, image.dtype)))
-        if training:
-            fitted = self.SCALE * gather_rows(self.table, target_id)
-            self.add_loss(self.weight * tf.reduce_mean(tf.square(fitted - tf.cast(code, fitted.dtype))))
-        history = _masked_mean(self.SCALE * gather_rows(self.table, history_ids), tf.not_equal(history_ids, 0))
-        return tf.cast(code, self.compute_dtype), tf.cast(history, self.compute_dtype)
-
-    def get_config(self):
-        return {**super().get_config(), "rows": self.rows, "units": self.units, "weight": self.weight}
-
-
 class UserMemory(keras.layers.Layer):
     """What a user's histories look like, pooled over all of the user's requests.
 
     One request's history is a short draw from what the user keeps coming back to; its content
-    code (ContentMemory's mean over the history) is a noisy estimate of the user's taste. This
-    table (hashed user -> code) is fitted by a squared-error loss to the history code of every
+    (the mean of its items' content vectors) is a noisy estimate of the user's taste. This table
+    (hashed user -> vector) is fitted by a squared-error loss to the history content of every
     request of the user, so it converges to their mean, and is read for the request's user: the
-    dot product of the shown item's code with it is the same content match with far less noise.
-    Read as SCALE x its variable, like ContentMemory, for the same reason (few steps per row).
+    dot product of the shown item's content with it is the same content match with far less
+    noise. The table is read as SCALE x its variable: Adam's steps are about the learning rate
+    whatever the gradient, and a user appears only a few times per epoch, so unscaled rows would
+    not reach their targets within the epochs a nightly run trains.
     """
 
-    SCALE = ContentMemory.SCALE
+    SCALE = 30.0
 
     def __init__(self, rows: int, weight: float, **kwargs):
         super().__init__(**kwargs)
@@ -137,38 +106,48 @@ def _dot(a, b):
 
 
 def build_din(cfg: ModelConfig, vocab) -> keras.Model:
-    spec = F.transformed_feature_spec(cfg)
-    inputs = {name: keras.Input(shape=spec[name].shape, dtype=spec[name].dtype, name=name)
-              for name in F.model_input_names(cfg)}
-    d = cfg.embedding_dim
-    l2 = cfg.embedding_l2
-    items = RowEmbedding(vocab.items, d, l2=l2, name="item_embedding")
-    history_mask = tf.not_equal(inputs[F.HISTORY_IDS], 0)
-    history = items(inputs[F.HISTORY_IDS])
+    return joined_model(cfg, item_tower(cfg, vocab), scorer(cfg, vocab), name="din_ctr_model")
 
+
+def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
+    """Items' title ids and image [U, ...] -> content vectors [U, embedding_dim]."""
+    inputs = item_inputs(cfg)
+    d = cfg.embedding_dim
     title_ids = inputs[F.TITLE_IDS]
-    title = RowEmbedding(vocab.title, d, l2=l2, name="title_embedding")(title_ids)
+    title = RowEmbedding(vocab.title, d, l2=cfg.embedding_l2, name="title_embedding")(title_ids)
     title = _masked_mean(title, tf.not_equal(title_ids, 0))
     image = inputs[F.IMAGE_Z]
     for i, units in enumerate(cfg.image_units):
         image = keras.layers.Dense(units, activation="relu", name=f"image_dense_{i}")(image)
     content = keras.layers.Dense(d, name="item_content")(tf.concat([title, image], -1))
-    item = items(inputs[F.TARGET_ID]) + content
+    return keras.Model(inputs=inputs, outputs=content, name=TOWER)
+
+
+def scorer(cfg: ModelConfig, vocab) -> keras.Model:
+    """Item vectors of the shown item [B, d] and the history [B, L, d], ids and context -> p."""
+    d = cfg.embedding_dim
+    inputs = scorer_inputs(cfg, d)
+    l2 = cfg.embedding_l2
+    history_ids, target_id = inputs[F.HISTORY_IDS], inputs[F.TARGET_ID]
+    history_mask = tf.not_equal(history_ids, 0)
+    items = RowEmbedding(vocab.items, d, l2=l2, name="item_embedding")
+    target_content, history_content = contents(inputs)
+    history = items(history_ids) + history_content
+    item = items(target_id) + target_content
 
     interest = TargetAttention(cfg.attention_units, name="target_attention")(item, history, history_mask)
     mean_history = _masked_mean(history, history_mask)
-    code, history_code = ContentMemory(vocab.items, cfg.content_units, cfg.content_weight, name="content_memory")(
-        inputs[F.TARGET_ID], inputs[F.IMAGE_Z], inputs[F.HISTORY_IDS])
-    seen = tf.reduce_any(tf.equal(inputs[F.HISTORY_IDS], inputs[F.TARGET_ID][:, None]) & history_mask, axis=1)
+    mean_content = _masked_mean(history_content, history_mask)
+    seen = tf.reduce_any(tf.equal(history_ids, target_id[:, None]) & history_mask, axis=1)
     parts = [item, interest, interest * item, mean_history * item, _dot(interest, item), _dot(mean_history, item),
-             history_code * code, _dot(history_code, code), tf.cast(seen, item.dtype)[:, None]]
+             mean_content * target_content, _dot(mean_content, target_content), tf.cast(seen, item.dtype)[:, None]]
     if cfg.user_buckets:
         user = RowEmbedding(vocab.users, d, l2=l2, name="user_embedding")(inputs[F.USER_BUCKET])
         parts += [user * item, _dot(user, item)]
         if cfg.user_memory_weight:
             pooled = UserMemory(vocab.users, cfg.user_memory_weight, name="user_memory")(
-                history_code, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
-            parts += [pooled * code, _dot(pooled, code)]
+                mean_content, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
+            parts += [pooled * target_content, _dot(pooled, target_content)]
     parts += [RowEmbedding(len(F.PLATFORMS) + 1, 4, name="platform_embedding")(inputs[F.PLATFORM_ID]),
               RowEmbedding(25, 4, name="hour_embedding")(inputs[F.HOUR_ID])]
     z = tf.concat(parts, -1)
@@ -177,4 +156,4 @@ def build_din(cfg: ModelConfig, vocab) -> keras.Model:
     z = keras.layers.Dense(max(cfg.hidden_units // 4, 8), activation="relu", name="hidden_2")(z)
     # float32 output even under mixed precision: a float16 sigmoid saturates (inf log loss).
     out = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name=OUTPUT)(z)
-    return keras.Model(inputs=inputs, outputs=out, name="din_ctr_model")
+    return keras.Model(inputs=inputs, outputs=out, name=SCORER)

@@ -60,19 +60,21 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     if valid is not None:
         calibration = calibrate(serving_model, make_dataset(
             valid.files, config.model, t.global_batch, training=False, deterministic=True,
-            readers=config.train.readers, compression=valid.compression, sizes=valid.sizes))
-    predict = export.transformed_fn(serving_model, config.model)
+            readers=config.train.readers, compression=valid.compression, sizes=valid.sizes,
+            item_table=valid.item_table))
+    module = export.serving_module(serving_model, t.eval_split.item_table, paths.transform_dir, config.model)
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,
                            compression=t.eval_split.compression, sizes=t.eval_split.sizes)
-    metrics = {**t.train_metrics, **calibration, **evaluate(predict, eval_ds, config.model)}
+    metrics = {**t.train_metrics, **calibration,
+               **evaluate(module.signatures_[export.SERVING_TRANSFORMED], eval_ds, config.model)}
     log.info("final metrics: %s", metrics)
     summaries.write_final(metrics, config.train.epochs)
     card = model_card(config, paths, t, metrics)
     if config.train.export:
         export_dir = temp_sibling(paths.model_dir, "export")
-        export.save_module(export.serving_module(serving_model, predict, paths.transform_dir, config.model),
-                           export_dir)
+        export.save_module(module, export_dir)
+        card["export"] = export.export_size(export_dir)
         write_json_atomic(export_dir / MODEL_CARD_FILE, card)
         publish_dir(export_dir, paths.model_dir)
         remove_stale_temps(paths.model_dir.parent, paths.model_dir.name)
@@ -104,7 +106,8 @@ def local_copy(model: keras.Model, config: Config, vocab: VocabSizes) -> keras.M
 
 
 def evaluate(predict, dataset: tf.data.Dataset, model_cfg) -> dict[str, float]:
-    """Eval-split AUC, accuracy and log loss through the function the export serves."""
+    """Eval-split AUC, accuracy and log loss through the function the export serves (the
+    examples by reference: the items' content from the exported item vectors)."""
     auc, acc = keras.metrics.AUC(), keras.metrics.BinaryAccuracy()
     loss = keras.metrics.Mean()
     for features, label in dataset:
@@ -142,6 +145,6 @@ def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> di
         "vocab_sizes": asdict(t.vocab),
         "model": config.model.__dict__ | {"image_units": list(config.model.image_units)},
         "transform_dir": str(paths.transform_dir),
-        "signatures": [export.SERVING_DEFAULT, export.SERVING_EXAMPLES, export.REGRESS,
-                       export.SERVING_TRANSFORMED],
+        "signatures": [export.SERVING_DEFAULT, export.SERVING_BY_ID, export.SERVING_EXAMPLES, export.REGRESS,
+                       export.SERVING_TRANSFORMED, export.CORE_BATCH1],
     }

@@ -4,18 +4,29 @@ Serving the raw contract (title string, 2048 floats, list of history item ids) w
 *same* transform graph that produced the training data is what rules out training/serving
 skew: there is no second implementation of tokenising, z-scoring or id lookup to drift.
 
+The model's item tower (model/tower.py) is run once here over every row of the run's item table;
+the export keeps those item vectors (a non-trainable variable), so history items, and shown
+items requested by id, cost a gather, not a tower pass.
+
 Signatures:
   serving_default   title string [B], image_embedding float32 [B, 2048], history_item_ids
-                    int64 [B, L] (0 = padding, either side) -> {"probability": float32 [B, 1]}
+                    int64 [B, L] (0 = padding, either side), item_id, user_id, platform,
+                    hour_of_day -> {"probability": float32 [B, 1]}; the shown item's content is
+                    the request's own (an item newer than the model scores fine).
+  serving_by_id     item_id, history_item_ids, user_id, platform, hour_of_day: the shown
+                    item's content from the exported item table, how candidates are scored. An
+                    item id the table does not hold fails the request (InvalidArgumentError
+                    naming the ids); its client sends it through serving_default instead.
   serving_examples  examples: serialized raw tf.Example [B] -> {"probability": [B, 1]}
                     (TF Serving warmup records and clients that send tf.Example)
   regress           inputs: serialized raw tf.Example [B] -> {"outputs": [B, 1]}, method name
                     patched to tensorflow/serving/regress for TF Serving's Regress API.
-  serving_transformed  the bare model on transformed features (title_ids, image,
-                    history_ids): for the skew check and for scoring tf.Transform output.
-  core_batch1       the same at batch 1, never XLA-compiled: static shapes let TF Lite lower
-                    the reference model's LSTM loops to builtins (push/tflite.py converts it
-                    from the export alone, without the model code).
+  serving_transformed  the model on transformed examples (ids and item table rows): the skew
+                    check, and scoring preprocess output (evaluation during training).
+  core_batch1       the model on a request's transformed features at batch 1 (the shown item's
+                    title ids and image, the history's ids and rows), never XLA-compiled:
+                    static shapes let TF Lite lower the reference model's LSTM loops to
+                    builtins (push/tflite.py converts it from the export alone).
 
 Beside the SavedModel, `assets.extra/export_facts.json` (pipeline/contracts/serving.py) says
 what a model server needs to serve it (the XLA flag), so push never inspects graphs.
@@ -25,11 +36,22 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
+from components.train.model.tower import (
+    CALIBRATION,
+    HISTORY_CONTENT,
+    SCORER,
+    SCORER_IDS,
+    TARGET_CONTENT,
+    TOWER,
+    scorer_ids,
+)
 from components.train.model.vocab import VocabSizes
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
+from pipeline.contracts import item_table as IT
 from pipeline.contracts import serving
 from pipeline.contracts import signature as S
 
@@ -37,7 +59,7 @@ log = logging.getLogger(__name__)
 
 SERVING_DEFAULT, SERVING_EXAMPLES, REGRESS = S.SERVING_DEFAULT, S.SERVING_EXAMPLES, S.REGRESS
 SERVING_TRANSFORMED, REGRESS_METHOD, OUTPUT = S.SERVING_TRANSFORMED, S.REGRESS_METHOD, S.OUTPUT
-CORE_BATCH1 = S.CORE_BATCH1
+CORE_BATCH1, SERVING_BY_ID = S.CORE_BATCH1, S.SERVING_BY_ID
 RAW_EXAMPLE_SPEC = {
     F.TITLE: tf.io.FixedLenFeature([], tf.string),
     F.IMAGE: tf.io.FixedLenFeature([F.IMAGE_DIM], tf.float32),
@@ -50,16 +72,19 @@ RAW_EXAMPLE_SPEC = {
 _RAW_SHAPES = {F.TITLE: [None], F.IMAGE: [None, F.IMAGE_DIM], F.HISTORY: [None, None]}
 
 
-def raw_input_signature() -> list[tf.TensorSpec]:
-    """One named TensorSpec per raw serving feature, in the contract's order."""
+def raw_input_signature(names: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> list[tf.TensorSpec]:
+    """One named TensorSpec per raw serving feature in `names`, in the contract's order."""
     return [tf.TensorSpec(_RAW_SHAPES.get(name, [None]), tf.as_dtype(F.RAW_SERVING_DTYPES[name]), name=name)
-            for name in F.RAW_SERVING_FEATURES]
+            for name in names]
 
 
-def model_input_signature(model_cfg: ModelConfig) -> list[tf.TensorSpec]:
-    spec = F.transformed_feature_spec(model_cfg)
-    return [tf.TensorSpec([None, *spec[name].shape], tf.as_dtype(spec[name].dtype), name=name)
-            for name in F.model_input_names(model_cfg)]
+ITEM_FEATURES = tuple(F.item_feature_spec(ModelConfig()))
+CORE_INPUTS = (*ITEM_FEATURES, F.HISTORY_ROWS, *SCORER_IDS)   # a request, transformed
+
+
+def _specs(model_cfg: ModelConfig, names, batch: int | None = None) -> list[tf.TensorSpec]:
+    spec = {**F.transformed_feature_spec(model_cfg), **F.item_feature_spec(model_cfg)}
+    return [tf.TensorSpec([batch, *spec[n].shape], tf.as_dtype(spec[n].dtype), name=n) for n in names]
 
 
 def vocab_sizes(transform_dir: Path, model_cfg: ModelConfig) -> VocabSizes:
@@ -98,74 +123,116 @@ def history_to_sparse(history: tf.Tensor) -> tf.SparseTensor:
     return ragged.to_sparse()
 
 
-def transformed_fn(model, model_cfg: ModelConfig):
-    """The bare model on transformed features as one traced tf.function (evaluation + export).
+class Scoring:
+    """The trained model's parts and the item table's vectors: every way of scoring a request.
 
-    XLA-compiled when `model_cfg.xla_export` (by default for the reference architecture only):
-    at batch 1 its cost is not arithmetic but the executor stepping through two masked LSTM
-    loops of 20 and 50 steps; XLA fuses each loop body, which brings its batch-1 raw-feature
-    p50 well below the plain export's with unrolled LSTMs. The target-aware model has no loop,
-    and XLA's per-call launch cost made its export slower, not faster (docs/serving.md,
-    docs/benchmarks.md). The tf.Transform part (string split, hash tables) cannot be compiled
-    and stays outside, in the callers. Costs of XLA: a compile of each new batch shape, slow
-    enough that it must happen before traffic (TF Serving: at load through the warmup
-    requests, or cap shapes with batching's allowed_batch_sizes), and TF Serving must run
-    with `--xla_cpu_compilation_enabled=true`.
+    `vectors[r]` is the item tower's output for item-table row r; rows beyond the table (and
+    padding) read its last row, the tower's output for zero content, as in training. A plain
+    object, not a tf.Module: the saved module tracks only variables, never the Keras layers.
     """
-    names = F.model_input_names(model_cfg)
-    wanted = set(model.input_names)          # the reference model reads only three of them
 
-    @tf.function(jit_compile=True if model_cfg.xla_export else None,
-                 input_signature=model_input_signature(model_cfg))
+    def __init__(self, model, content: dict[str, np.ndarray], model_cfg: ModelConfig):
+        self.tower, self.scorer = model.get_layer(TOWER), model.get_layer(SCORER)
+        self.calibration = model.get_layer(CALIBRATION)
+        self.ids = scorer_ids(self.scorer)
+        self.model_variables = list(model.variables)
+        self.vectors = tf.Variable(item_vectors(self.tower, content), trainable=False, name="item_vectors")
+        self.in_table = tf.constant(content[IT.EMBEDDING_ID] > 0)      # rows the table holds
+        self.last_row = IT.clip_row(len(content[IT.EMBEDDING_ID]))
+        jit = True if model_cfg.xla_export else None
+        self.by_rows = tf.function(self._by_rows, jit_compile=jit)
+        self.by_content = tf.function(self._by_content, jit_compile=jit)
+
+    def _rows(self, rows):
+        return tf.gather(self.vectors, tf.minimum(rows, self.last_row))
+
+    def _score(self, target, history, features):
+        p = self.scorer({TARGET_CONTENT: target, HISTORY_CONTENT: history,
+                         **{k: features[k] for k in self.ids}}, training=False)
+        return self.calibration(p, training=False)
+
+    def _by_rows(self, features):
+        """Examples by reference: both the shown item and the history from the table."""
+        return self._score(self._rows(features[F.TARGET_ROW]), self._rows(features[F.HISTORY_ROWS]), features)
+
+    def _by_content(self, features):
+        """A request carrying the shown item's content: the tower runs on it."""
+        target = self.tower({k: features[k] for k in ITEM_FEATURES}, training=False)
+        return self._score(target, self._rows(features[F.HISTORY_ROWS]), features)
+
+    def check_in_table(self, item_ids, rows):
+        """InvalidArgumentError naming the shown item ids the exported table does not hold."""
+        known = tf.gather(self.in_table, tf.minimum(rows, self.last_row))
+        return tf.debugging.Assert(tf.reduce_all(known), [
+            f"{S.SERVING_BY_ID}: item ids not in the item table exported with this model (newer than the model? "
+            f"score them through {S.SERVING_DEFAULT} with their title and image):",
+            tf.boolean_mask(item_ids, tf.logical_not(known))], summarize=20)
+
+
+def item_vectors(tower, content: dict[str, np.ndarray], batch: int = 4096) -> np.ndarray:
+    """The tower's output for every row of the item table's content, [rows, width]."""
+    out = [tower({F.TITLE_IDS: content[IT.TITLE_IDS][i:i + batch], F.IMAGE_Z: content[IT.IMAGE][i:i + batch]},
+                 training=False).numpy() for i in range(0, len(content[IT.TITLE_IDS]), batch)]
+    return np.concatenate(out).astype(np.float32)
+
+
+def transformed_fn(scoring: Scoring, model_cfg: ModelConfig):
+    """The model on transformed examples (evaluation, the skew check)."""
+    names = F.example_input_names(model_cfg)
+
+    @tf.function(input_signature=_specs(model_cfg, names))
     def serve_transformed(*tensors):
-        features = {name: t for name, t in zip(names, tensors) if name in wanted}
-        return {OUTPUT: model(features, training=False)}
+        return {OUTPUT: scoring.by_rows(dict(zip(names, tensors)))}
 
     return serve_transformed
 
 
-def core_batch1_fn(model, model_cfg: ModelConfig):
-    """The bare model on the transformed features it reads, traced at batch 1 (see module doc)."""
-    spec = F.transformed_feature_spec(model_cfg)
-    names = [n for n in F.model_input_names(model_cfg) if n in set(model.input_names)]
-
-    @tf.function(input_signature=[tf.TensorSpec([1, *spec[n].shape], tf.as_dtype(spec[n].dtype), name=n)
-                                  for n in names])
+def core_batch1_fn(scoring: Scoring, model_cfg: ModelConfig):
+    """A transformed request at batch 1, un-compiled (see module doc)."""
+    @tf.function(input_signature=_specs(model_cfg, CORE_INPUTS, batch=1))
     def core_batch1(*tensors):
-        return {OUTPUT: model(dict(zip(names, tensors)), training=False)}
+        return {OUTPUT: scoring._by_content(dict(zip(CORE_INPUTS, tensors)))}
 
     return core_batch1
 
 
 def call_transformed(serve_transformed, features: dict, model_cfg: ModelConfig):
-    """The model part's probabilities for a dict of transformed features."""
-    return serve_transformed(*[features[name] for name in F.model_input_names(model_cfg)])[OUTPUT]
+    """The model's probabilities for a dict of transformed example features."""
+    return serve_transformed(*[features[name] for name in F.example_input_names(model_cfg)])[OUTPUT]
 
 
-def serving_module(model, serve_transformed, transform_dir: Path, model_cfg: ModelConfig) -> tf.Module:
-    """A tf.Module with the model's variables, the transform graph and the serving signatures.
+def serving_module(model, item_table: Path, transform_dir: Path, model_cfg: ModelConfig) -> tf.Module:
+    """A tf.Module with the model's variables, the item vectors, the transform graph and the
+    serving signatures.
 
     Saving a tf.Module that holds only the variables (not the Keras model) skips Keras'
     own SavedModel serialization, which re-traces every layer (both LSTM backends, with
-    gradients) and made the export several times slower (docs/benchmarks.md). The model is
-    traced once, in `serve_transformed` (see transformed_fn), and the raw-feature signatures
-    call it.
+    gradients) and made the export several times slower (docs/benchmarks.md).
     """
     import tensorflow_transform as tft
 
     module = tf.Module()
-    module.model_variables = list(model.variables)
+    scoring = Scoring(model, IT.dense(IT.read(item_table)), model_cfg)
+    module.model_variables, module.item_vectors = scoring.model_variables, scoring.vectors
     module.tft_layer = tft.TFTransformOutput(str(transform_dir)).transform_features_layer()
 
     def predict_raw(raw: dict):
         """Raw features (history as a SparseTensor) -> probabilities, through the transform."""
-        return call_transformed(serve_transformed, module.tft_layer(raw), model_cfg)
+        return scoring.by_content(module.tft_layer(raw))
 
     @tf.function(input_signature=raw_input_signature())
     def serve_raw(*tensors):
         raw = dict(zip(F.RAW_SERVING_FEATURES, tensors))
         raw[F.HISTORY] = history_to_sparse(raw[F.HISTORY])
         return {OUTPUT: predict_raw(raw)}
+
+    @tf.function(input_signature=raw_input_signature(F.BY_ID_SERVING_FEATURES))
+    def serve_by_id(*tensors):
+        raw = dict(zip(F.BY_ID_SERVING_FEATURES, tensors))
+        raw[F.HISTORY] = history_to_sparse(raw[F.HISTORY])
+        features = module.tft_layer(raw)
+        with tf.control_dependencies([scoring.check_in_table(raw[F.ITEM_ID], features[F.TARGET_ROW])]):
+            return {OUTPUT: tf.identity(scoring.by_rows(features))}
 
     def parse_and_predict(serialized):
         parsed = tf.io.parse_example(serialized, RAW_EXAMPLE_SPEC)
@@ -180,9 +247,9 @@ def serving_module(model, serve_transformed, transform_dir: Path, model_cfg: Mod
     def regress(inputs):
         return {"outputs": parse_and_predict(inputs)}
 
-    module.signatures_ = {SERVING_DEFAULT: serve_raw, SERVING_EXAMPLES: serve_examples,
-                          REGRESS: regress, SERVING_TRANSFORMED: serve_transformed,
-                          CORE_BATCH1: core_batch1_fn(model, model_cfg)}
+    module.signatures_ = {SERVING_DEFAULT: serve_raw, SERVING_BY_ID: serve_by_id, SERVING_EXAMPLES: serve_examples,
+                          REGRESS: regress, SERVING_TRANSFORMED: transformed_fn(scoring, model_cfg),
+                          CORE_BATCH1: core_batch1_fn(scoring, model_cfg)}
     return module
 
 
@@ -195,9 +262,18 @@ def save_module(module: tf.Module, export_dir: Path) -> Path:
     return export_dir
 
 
-def export_saved_model(model, transform_dir: Path, export_dir: Path, model_cfg: ModelConfig) -> Path:
-    module = serving_module(model, transformed_fn(model, model_cfg), transform_dir, model_cfg)
-    return save_module(module, export_dir)
+def export_saved_model(model, item_table: Path, transform_dir: Path, export_dir: Path,
+                       model_cfg: ModelConfig) -> Path:
+    return save_module(serving_module(model, item_table, transform_dir, model_cfg), export_dir)
+
+
+def export_size(export_dir: Path) -> dict[str, float]:
+    """What the export weighs on disk (the model card reports it): all of it, and the variables."""
+    def mib(paths) -> float:
+        return round(sum(p.stat().st_size for p in paths if p.is_file()) / 2**20, 2)
+
+    root = Path(export_dir)
+    return {"total_mib": mib(root.rglob("*")), "variables_mib": mib((root / "variables").glob("*"))}
 
 
 def _patch_method_name(export_dir: Path, signature: str, method: str) -> None:

@@ -8,20 +8,31 @@ the bytes (DATA sharding would make every worker read every byte and keep 1/N).
 
 Order of operations is the fast one: interleave files in parallel, batch serialized records,
 then one vectorized `parse_example` per batch (parsing record by record costs many times more
-Python-free kernel launches; docs/benchmarks.md), then prefetch so parsing overlaps the
-training step.
+Python-free kernel launches; docs/benchmarks.md), then the join, then prefetch so parsing and
+joining overlap the training step.
+
+The join (`join_items`) is where examples, which reference items by item-table row, meet the
+items' content: once per batch, for the batch's DISTINCT target and history items. The model then
+runs its item tower once per distinct item, not once per example x history slot, and reads every
+history item's own title and image. Here rather than in the model because the table is data, not
+a weight: it changes every run, stays out of checkpoints, warm start and the all-reduce, and is
+read from the host's staged copy. It is a constant in the input graph, so it must fit in host
+memory (a catalog of millions of items would need a compact code instead of the raw image).
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
+from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 
 log = logging.getLogger(__name__)
@@ -38,6 +49,7 @@ class Split:
     examples: int
     compression: str = ""
     sizes: tuple[int, ...] | None = None     # examples per file; None = every file holds some
+    item_table: Path | None = None           # the run's item table beside the shards
 
     def hold_out(self, per_worker: int, workers: int) -> tuple[Split, Split | None]:
         """(rest, the last `per_worker` x `workers` shards): a validation split carved from the
@@ -54,8 +66,8 @@ class Split:
         parts = ((self.files[:cut], rest), (self.files[cut:], out))
         if any(record_level_sharding(files, workers, sizes) for files, sizes in parts):
             return self, None
-        return (Split(self.files[:cut], sum(rest), self.compression, rest),
-                Split(self.files[cut:], sum(out), self.compression, out))
+        return (Split(self.files[:cut], sum(rest), self.compression, rest, self.item_table),
+                Split(self.files[cut:], sum(out), self.compression, out, self.item_table))
 
     @property
     def non_empty(self) -> list[Path]:
@@ -79,9 +91,10 @@ def read_split(data_dir: Path, split: str) -> Split:
         info = M.read(data_dir)
         shards = M.shard_records(info, split)
         return Split([data_dir / s["name"] for s in shards], int(info["splits"][split]["examples"]),
-                     info.get("compression", "") or "", tuple(int(s["examples"]) for s in shards))
+                     info.get("compression", "") or "", tuple(int(s["examples"]) for s in shards),
+                     data_dir / IT.ITEM_TABLE)
     files = [f for f in list_shards(data_dir / split) if f.stat().st_size > 0]
-    return Split(files, count_records(files))
+    return Split(files, count_records(files), item_table=data_dir / IT.ITEM_TABLE)
 
 
 def list_shards(split_dir: Path) -> list[Path]:
@@ -141,6 +154,33 @@ def make_parse_fn(model_cfg: ModelConfig):
     return parse
 
 
+@functools.lru_cache(maxsize=2)
+def item_content(path: str) -> dict[str, np.ndarray]:
+    """The item table's content by row (pipeline/contracts/item_table.py), read once per process."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no item table {path}: examples reference items by its rows "
+                                "(was this host's data staged by this version?)")
+    return IT.dense(IT.read(path))
+
+
+def join_items(content: dict[str, np.ndarray]):
+    """(features with rows, label) -> (the model's inputs, label): the batch's distinct items'
+    title ids and image [U, ...] and each example's positions into them (see module doc)."""
+    titles, images = tf.constant(content[IT.TITLE_IDS]), tf.constant(content[IT.IMAGE])
+    last = IT.clip_row(len(content[IT.TITLE_IDS]))
+
+    def join(features, label):
+        features = dict(features)
+        rows = tf.concat([features.pop(F.TARGET_ROW)[:, None], features.pop(F.HISTORY_ROWS)], axis=1)
+        unique, index = tf.unique(tf.reshape(tf.minimum(rows, last), [-1]), out_idx=tf.int64)
+        index = tf.reshape(index, tf.shape(rows))
+        features.update({F.TITLE_IDS: tf.gather(titles, unique), F.IMAGE_Z: tf.gather(images, unique),
+                         F.TARGET_INDEX: index[:, 0], F.HISTORY_INDEX: index[:, 1:]})
+        return features, label
+
+    return join
+
+
 def make_dataset(
     files: Sequence[Path],
     model_cfg: ModelConfig,
@@ -155,13 +195,16 @@ def make_dataset(
     compression: str = "",
     sizes: Sequence[int] | None = None,
     shuffle: bool | None = None,
+    item_table: Path | None = None,
 ) -> tf.data.Dataset:
     """This worker's batches of (features, label).
 
     training=True shuffles, repeats forever (fit is given steps_per_epoch, so every worker
     runs the same number of steps however uneven its files are) and drops the last partial
     batch; training=False reads this worker's part exactly once. shuffle=False with training=True
-    repeats in file order: a validation set that is the same examples every epoch.
+    repeats in file order: a validation set that is the same examples every epoch. With
+    `item_table` the batches are joined with the items' content (the model's inputs); without,
+    they hold the examples' own features (scoring by reference, the export's job).
     """
     shuffle = training if shuffle is None else shuffle
     files = [str(f) for f in files]
@@ -192,8 +235,14 @@ def make_dataset(
     if shuffle:
         ds = ds.shuffle(SHUFFLE_BUFFER, seed=seed)
     ds = ds.batch(batch_size, drop_remainder=training)
-    ds = ds.map(make_parse_fn(model_cfg), num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=deterministic)
+    parse = make_parse_fn(model_cfg)
+    if item_table is not None:        # one map for both: one function call per batch
+        join = join_items(item_content(str(item_table)))
+
+        def parse(serialized, parse_only=parse):
+            return join(*parse_only(serialized))
+
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(dataset_options(deterministic))
 

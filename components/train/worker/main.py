@@ -102,7 +102,7 @@ def _distributed(strategy, split, config: Config, global_batch: int, shuffle: bo
                             num_workers=ctx.num_input_pipelines, worker_index=ctx.input_pipeline_id,
                             training=True, shuffle=shuffle, deterministic=config.train.deterministic or not shuffle,
                             seed=config.train.seed, readers=config.train.readers,
-                            compression=split.compression, sizes=split.sizes)
+                            compression=split.compression, sizes=split.sizes, item_table=split.item_table)
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 

@@ -19,10 +19,10 @@ from pipeline.contracts import features as F
 
 log = logging.getLogger(__name__)
 
-# Variable -> the tf.Transform vocabulary file that numbers its rows (row = index + 1). DIN's
-# content memory table is indexed by item id too, its projection (image dimension x code) is not;
-# the user tables are hashed (fixed rows).
-VOCAB_OF_TABLE = {"item_embedding/embeddings": F.ITEM_VOCAB, "content_memory/table": F.ITEM_VOCAB,
+# Variable -> the tf.Transform vocabulary file that numbers its rows (row = index + 1); the user
+# tables are hashed (fixed rows). The export's item vectors are not model variables: each run
+# computes its own from its item table.
+VOCAB_OF_TABLE = {"item_embedding/embeddings": F.ITEM_VOCAB,
                   "title_embedding/embeddings": F.TITLE_VOCAB}
 
 

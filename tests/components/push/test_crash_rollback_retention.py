@@ -240,3 +240,46 @@ def test_tflite_through_push_writes_the_edge_model_beside_the_served_version(run
     assert report["converted"] and report["core"]["mode"] == "builtins", report
     assert (paths.push_dir / "model.tflite").stat().st_size > 0
     assert not list((paths.model_base / "1").rglob("*.tflite"))
+
+
+def test_a_real_export_is_warmed_up_and_verified_through_both_client_signatures(runs, trained, run_paths):
+    """The session's real export: evaluate scores its sample by id too, push replays both
+    signatures as warmup and verifies both, and a by-id answer unlike evaluate's fails the push."""
+    import shutil
+
+    import tensorflow as tf
+
+    from components.push import PushError
+    from components.push.serving_files import read_warmup
+
+    config, paths = runs.make(CLEAN_DAY, model=None, **{"eval.min_auc": 0.0})
+    shutil.copytree(run_paths.model_dir, paths.model_dir)
+    assert evaluate(config, paths).blessed
+    sample_file = paths.eval_dir / "eval_sample.json"
+    good = sample_file.read_text()
+    sample = json.loads(good)
+    assert all("candidate_by_id_probability" in e for e in sample["examples"])
+    for example in sample["examples"]:
+        example["candidate_by_id_probability"] += 1e-3         # by id, "eval saw" something else
+    sample_file.write_text(json.dumps(sample))
+    with pytest.raises(PushError, match=r"verification of version 1 failed.*serving_by_id 0\.001"):
+        run(config, paths)
+    assert _versions(config) == []
+
+    sample_file.write_text(good)
+    assert run(config, paths).pushed and _versions(config) == [2]
+    history = serving.read_history(config.data.serving_base, config.push.model_name, "push")[2]
+    assert history["verification"]["ok"] and "serving_by_id" in history["verification"]["detail"]
+    assert set(history["expected_by_signature"]) == {"serving_default", "serving_by_id"}
+    logs = read_warmup(paths.model_base / "2" / "assets.extra" / "tf_serving_warmup_requests")
+    by_signature = {}
+    for log in logs:
+        by_signature.setdefault(log.predict_log.request.model_spec.signature_name, []).append(log)
+    assert {k: len(v) for k, v in by_signature.items()} == {"serving_default": config.push.warmup_requests,
+                                                           "serving_by_id": config.push.warmup_requests}
+    request = by_signature["serving_by_id"][0].predict_log.request
+    assert set(request.inputs) == {"item_id", "history_item_ids", "user_id", "platform", "hour_of_day"}
+    fn = tf.saved_model.load(str(paths.model_base / "2")).signatures["serving_by_id"]
+    got = fn(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})["probability"]
+    assert float(got.numpy().ravel()[0]) == pytest.approx(json.loads(good)["examples"][0][
+        "candidate_by_id_probability"], abs=1e-5)

@@ -12,13 +12,13 @@ import pytest
 
 from tests.conftest import make_tiny_config
 
-TRAIN_ROWS, EVAL_ROWS = 480, 120
+TRAIN_ROWS, EVAL_ROWS = 960, 120
 TRAIN_EXTRA = {
     "model.title_len": 8,
     "model.history_len": 10,
     "train.batch_size_per_replica": 8,
     "train.epochs": 4,
-    "train.learning_rate": 0.005,
+    "train.learning_rate": 0.0025,
     "train.kill_grace_s": 2.0,
     "train.startup_timeout_s": 120.0,
     "train.timeout_s": 600.0,

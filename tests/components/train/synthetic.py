@@ -1,6 +1,8 @@
 """Tiny transformed TFRecords that a model can learn, for testing training without preprocess.
 
-The label is a noisy threshold on image[0] plus a history signal (id parity), so a model
+The layout is preprocess's: examples reference items by item-table row, and the item table
+(`<data dir>/items/item_table.parquet`) holds each item's title ids and image once. The label is
+a noisy threshold on the shown item's image[0] plus a history signal (id parity), so a model
 that trains at all clearly beats AUC 0.5 within an epoch or two, and one that does not, does
 not.
 """
@@ -9,54 +11,74 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import tensorflow as tf
 
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
+from pipeline.contracts import item_table as IT
 
 
-def _example(title, image, history, label, context=(1, 1, 1, 1)) -> bytes:
-    """A transformed example; `context` = (target_id, user_bucket, platform_id, hour_id)."""
-    def ints(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-    feature = {
-        F.TITLE_IDS: ints(title),
-        F.IMAGE_Z: tf.train.Feature(float_list=tf.train.FloatList(value=image)),
-        F.HISTORY_IDS: ints(history),
-        **{name: ints([int(v)]) for name, v in zip((F.TARGET_ID, F.USER_BUCKET, F.PLATFORM_ID, F.HOUR_ID), context)},
-        F.LABEL_KEY: ints([label]),
-    }
+def _example(values: dict) -> bytes:
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=np.atleast_1d(v).tolist()))
+    feature = {name: ints(values[name]) for name in F.transformed_feature_spec(ModelConfig())}
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def make_rows(n: int, model: ModelConfig, title_vocab: int, item_vocab: int, seed: int):
+def make_items(model: ModelConfig, title_vocab: int, items: int, seed: int = 99) -> dict[str, np.ndarray]:
+    """Items 1..items-1 (row r = item r, its id embedding r as well): title ids and image."""
     rng = np.random.default_rng(seed)
-    image = rng.standard_normal((n, F.IMAGE_DIM)).astype(np.float32)
+    n = items - 1
     title = np.zeros((n, model.title_len), np.int64)
-    history = np.zeros((n, model.history_len), np.int64)
     for i in range(n):
         t = rng.integers(1, model.title_len + 1)
         title[i, :t] = rng.integers(1, title_vocab, t)
+    rows = np.arange(1, items, dtype=np.int64)
+    return {IT.ITEM_ID: rows + 1000, IT.ROW: rows, IT.EMBEDDING_ID: rows, IT.TITLE_IDS: title,
+            IT.IMAGE: rng.standard_normal((n, F.IMAGE_DIM)).astype(np.float32)}
+
+
+def write_item_table(path: Path, items: dict[str, np.ndarray]) -> None:
+    def fixed(values, typ):
+        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), typ), values.shape[1])
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({IT.ITEM_ID: items[IT.ITEM_ID], IT.ROW: items[IT.ROW],
+                             IT.EMBEDDING_ID: items[IT.EMBEDDING_ID],
+                             IT.TITLE_IDS: fixed(items[IT.TITLE_IDS], pa.int64()),
+                             IT.IMAGE: fixed(items[IT.IMAGE], pa.float32())}), path)
+
+
+def make_rows(n: int, model: ModelConfig, images: np.ndarray, item_vocab: int, seed: int) -> dict[str, np.ndarray]:
+    """Examples by reference; `images` [items - 1, 2048] are the items' (row r at r - 1)."""
+    rng = np.random.default_rng(seed)
+    history = np.zeros((n, model.history_len), np.int64)
+    for i in range(n):
         h = rng.integers(0, model.history_len + 1)
         if h:
             history[i, model.history_len - h:] = rng.integers(1, item_vocab, h)
-    logit = 2.5 * image[:, 0] + 0.5 * (history[:, -1] % 2) - 1.0
-    label = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.int64)
-    return title, image, history, label
+    target = rng.integers(1, item_vocab, n)
+    logit = 2.5 * images[target - 1, 0] + 0.5 * (history[:, -1] % 2) - 1.0
+    return {F.HISTORY_IDS: history, F.HISTORY_ROWS: history, F.TARGET_ID: target, F.TARGET_ROW: target,
+            F.USER_BUCKET: rng.integers(1, 20, n), F.PLATFORM_ID: rng.integers(1, 4, n),
+            F.HOUR_ID: rng.integers(1, 25, n),
+            F.LABEL_KEY: (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.int64)}
 
 
 def write_split(out_dir: Path, n: int, model: ModelConfig, num_shards: int, seed: int,
                 title_vocab: int = 50, item_vocab: int = 80) -> int:
-    """Write `n` examples round-robin into `num_shards` uncompressed TFRecord files."""
+    """Write `n` examples round-robin into `num_shards` uncompressed TFRecord files, and the item
+    table beside the split (`out_dir`/../items/, the same items for every split of a folder)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    title, image, history, label = make_rows(n, model, title_vocab, item_vocab, seed)
+    items = make_items(model, title_vocab, item_vocab)
+    write_item_table(out_dir.parent / IT.ITEM_TABLE, items)
+    rows = make_rows(n, model, items[IT.IMAGE], item_vocab, seed)
     writers = [tf.io.TFRecordWriter(str(out_dir / f"part-{k:05d}-of-{num_shards:05d}.tfrecord"))
                for k in range(num_shards)]
-    rng = np.random.default_rng(seed + 1)
-    context = np.stack([rng.integers(1, item_vocab, n), rng.integers(1, 20, n), rng.integers(1, 4, n),
-                        rng.integers(1, 25, n)], axis=1)
     for i in range(n):
-        writers[i % num_shards].write(_example(title[i], image[i], history[i], int(label[i]), context[i]))
+        writers[i % num_shards].write(_example({k: v[i] for k, v in rows.items()}))
     for w in writers:
         w.close()
     return n

@@ -105,7 +105,7 @@ def test_model_card(scenario, train_config):
     assert card["examples"] == {"train": TRAIN_ROWS, "eval": EVAL_ROWS}
     assert card["workers"] == 2 and card["replicas"] == 2
     assert card["epochs"] == train_config.train.epochs
-    assert card["global_batch_size"] == 16 and card["learning_rate"] == pytest.approx(0.01)
+    assert card["global_batch_size"] == 16 and card["learning_rate"] == pytest.approx(0.005)
     assert card["collective"] == "RING" and card["mixed_precision"] is False
     assert card["metrics"] == pytest.approx(facts["result"].metrics)
     assert card["training_examples_per_s"] > 0
@@ -141,10 +141,14 @@ def test_raw_export_matches_transform_then_model(scenario, train_config):
     raw_right = serve(**raw, history_item_ids=tf.constant(_padded(histories, left=False)))["probability"]
     raw_left = serve(**raw, history_item_ids=tf.constant(_padded(histories, left=True)))["probability"]
 
-    beam = read_in_raw_order(paths.staged_dir / "eval", train_config.model)
+    beam = read_in_raw_order(paths.staged_dir / "eval", paths.transform_dir, eval_raw, train_config.model)
     bare = loaded.signatures[export.SERVING_TRANSFORMED](
-        **{name: tf.constant(beam[name]) for name in F.model_input_names(train_config.model)})["probability"]
+        **{name: tf.constant(beam[name]) for name in F.example_input_names(train_config.model)})["probability"]
     np.testing.assert_allclose(raw_right.numpy(), bare.numpy(), atol=1e-5, rtol=0)
+    by_id = loaded.signatures[export.SERVING_BY_ID](
+        **{k: raw[k] for k in F.BY_ID_SERVING_FEATURES if k != F.HISTORY},
+        history_item_ids=tf.constant(_padded(histories, left=False)))["probability"]
+    np.testing.assert_allclose(by_id.numpy(), raw_right.numpy(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(raw_left.numpy(), raw_right.numpy(), atol=1e-6, rtol=0)
     assert raw_right.shape == (len(eval_raw), 1)
     assert np.std(raw_right.numpy()) > 0.05                     # not a constant model
@@ -154,6 +158,20 @@ def test_raw_export_matches_transform_then_model(scenario, train_config):
     regress = loaded.signatures[export.REGRESS](inputs=serialized)["outputs"]
     np.testing.assert_allclose(by_example.numpy(), raw_right.numpy()[:20], atol=1e-6)
     np.testing.assert_allclose(regress.numpy(), raw_right.numpy()[:20], atol=1e-6)
+
+
+def test_by_id_names_an_item_newer_than_the_table_and_raw_features_still_score_it(scenario):
+    paths = scenario[0]
+    loaded = tf.saved_model.load(str(paths.model_dir))
+    request = {F.ITEM_ID: tf.constant([3, 4242], tf.int64), F.HISTORY: tf.constant([[1, 2], [0, 0]], tf.int64),
+               F.USER_ID: tf.constant([1, 2], tf.int64), F.PLATFORM: tf.constant(["ios", "web"]),
+               F.HOUR: tf.constant([5, 6], tf.int64)}
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"not in the item table exported with this model.*4242"):
+        loaded.signatures[export.SERVING_BY_ID](**request)
+    raw = loaded.signatures[export.SERVING_DEFAULT](
+        **request, title=tf.constant(["Sale Lamp!", "New Mug!"]),
+        image_embedding=tf.ones([2, F.IMAGE_DIM]))["probability"].numpy()
+    assert raw.shape == (2, 1) and np.isfinite(raw).all()
 
 
 def test_signatures_for_tf_serving(scenario):
@@ -167,3 +185,7 @@ def test_signatures_for_tf_serving(scenario):
     assert set(sigs[export.SERVING_EXAMPLES].inputs) == {"examples"}
     assert sigs[export.REGRESS].method_name == "tensorflow/serving/regress"
     assert set(sigs[export.REGRESS].inputs) == {"inputs"}
+    assert set(sigs[export.SERVING_BY_ID].inputs) == set(F.BY_ID_SERVING_FEATURES)
+    card = json.loads((scenario[0].model_dir / "model_card.json").read_text())
+    assert 0 < card["export"]["variables_mib"] < card["export"]["total_mib"]
+    assert export.SERVING_BY_ID in card["signatures"]

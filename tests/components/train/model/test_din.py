@@ -1,4 +1,4 @@
-"""The target-aware default model: one item table, attention that ignores padding, optional users."""
+"""The target-aware default model: one item embedding, history content read, padding ignored, optional users."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from components.train.model import tower
 from components.train.model.build import VocabSizes, build_model
-from components.train.worker.export import call_transformed, transformed_fn
+from components.train.worker.export import Scoring, call_transformed, transformed_fn
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
-from tests.components.train.model.test_model import _batch, right_and_left_padded
+from tests.components.train.model.test_model import _batch, by_reference, right_and_left_padded
 
 DIN = ModelConfig(title_len=6, history_len=9, embedding_dim=8, image_units=(16, 8), hidden_units=16,
                   title_vocab_size=30, item_vocab_size=40, oov_buckets=2, user_buckets=20, attention_units=8)
+VOCAB = VocabSizes.from_config(DIN)
 
 
 @pytest.fixture(scope="module")
@@ -24,17 +26,17 @@ def model():
 
 def test_one_item_table_for_target_and_history(model):
     assert model.name == "din_ctr_model"
-    assert set(model.input_names) == set(F.model_input_names(DIN))
-    tables = [layer for layer in model.layers if layer.name == "item_embedding"]
-    assert len(tables) == 1 and tables[0].input_dim == VocabSizes.from_config(DIN).items
-    out = model(_batch(5, DIN)).numpy()
+    assert set(model.input_names) == set(F.model_input_spec(DIN))
+    tables = [layer for layer in model.submodules if getattr(layer, "name", "") == "item_embedding"]
+    assert len(tables) == 1 and tables[0].input_dim == VOCAB.items
+    out = model(_batch(5, DIN, VOCAB)).numpy()
     assert out.shape == (5, 1) and ((out > 0) & (out < 1)).all()
 
 
 def test_prediction_depends_on_the_target_through_the_history(model):
     """The same user and history with another shown item scores differently, and moving the
     history's padding changes nothing (masked attention and mean)."""
-    batch, shifted = right_and_left_padded(_batch(1, DIN))
+    batch, shifted = right_and_left_padded(_batch(1, DIN, VOCAB))
     np.testing.assert_allclose(model(batch).numpy(), model(shifted).numpy(), atol=1e-6)
     other = {k: v.copy() for k, v in batch.items()}
     other[F.TARGET_ID][:] = (batch[F.TARGET_ID] % 30) + 3
@@ -44,9 +46,24 @@ def test_prediction_depends_on_the_target_through_the_history(model):
     assert np.isfinite(model(empty).numpy()).all()
 
 
+def test_the_history_items_own_content_moves_the_prediction(model):
+    """Same ids, another look for one history item: the score changes (the content is read),
+    and the change is the same through the export's precomputed item vectors."""
+    batch = _batch(2, DIN, VOCAB)
+    batch[F.HISTORY_IDS][:] = 3                    # one OOV-like id everywhere: ids tell nothing apart
+    batch[F.HISTORY_INDEX][0, 0] = 3               # items 2, 3 are in histories only (targets: 0, 1)
+    other = {k: v.copy() for k, v in batch.items()}
+    other[F.IMAGE_Z][3] += 3.0
+    assert abs(float(model(other)[0, 0]) - float(model(batch)[0, 0])) > 1e-6
+    for b in (batch, other):
+        content, features = by_reference(b)
+        np.testing.assert_allclose(Scoring(model, content, DIN).by_rows(features).numpy(), model(b).numpy(),
+                                   atol=1e-5)
+
+
 def test_user_embedding_is_optional():
     cfg = dataclasses.replace(DIN, user_buckets=0)
-    names = {layer.name for layer in build_model(cfg, VocabSizes.from_config(cfg)).layers}
+    names = set(tower.layers(build_model(cfg, VocabSizes.from_config(cfg))))
     assert {"user_embedding", "user_memory"}.isdisjoint(names) and "target_attention" in names
 
 
@@ -55,35 +72,25 @@ def test_serving_function_matches_the_model_plain_and_xla(model, serving_xla):
     """The default (plain) export's model part and the XLA-compiled one both predict what the model does."""
     cfg = dataclasses.replace(DIN, serving_xla=serving_xla)
     assert cfg.xla_export is bool(serving_xla)
-    batch = _batch(4, DIN)
-    got = call_transformed(transformed_fn(model, cfg), {k: tf.constant(v) for k, v in batch.items()}, cfg)
+    batch = _batch(4, DIN, VOCAB)
+    content, features = by_reference(batch)
+    scoring = Scoring(model, content, cfg)
+    got = call_transformed(transformed_fn(scoring, cfg), features, cfg)
     np.testing.assert_allclose(got.numpy(), model(batch).numpy(), atol=1e-5)
+    # A request carrying the shown item's content scores it with the tower on that content.
+    request = {**features, F.TITLE_IDS: tf.constant(batch[F.TITLE_IDS][:4]),
+               F.IMAGE_Z: tf.constant(batch[F.IMAGE_Z][:4])}
+    np.testing.assert_allclose(scoring.by_content(request).numpy(), model(batch).numpy(), atol=1e-5)
 
 
 def test_training_calls_carry_the_row_penalties_and_inference_calls_none(model):
-    """`training=True` reaches every layer of the functional model: the title, item (target and
-    history) and user rows are penalised beside the two memories' fitting losses; a plain call
-    adds no loss."""
-    batch = _batch(4, DIN)
+    """`training=True` reaches every layer of both parts: the title, item (target and history)
+    and user rows are penalised beside the user memory's fitting loss; a plain call adds no loss."""
+    batch = _batch(4, DIN, VOCAB)
     model(batch, training=True)
-    assert len(model.losses) == 6 and all(float(loss) >= 0 for loss in model.losses)
+    assert len(model.losses) == 5 and all(float(loss) >= 0 for loss in model.losses)
     model(batch)
     assert model.losses == []
-
-
-def test_content_memory_learns_what_shown_items_look_like_and_reads_it_for_the_history():
-    from components.train.model.din import ContentMemory
-
-    layer = ContentMemory(rows=10, units=4, weight=1.0)
-    image = tf.random.stateless_normal((3, F.IMAGE_DIM), seed=(1, 2))
-    target, history = tf.constant([3, 5, 3]), tf.constant([[0, 3, 5], [0, 0, 0], [5, 5, 0]])
-    code, history_code = layer(target, image, history, training=True)
-    assert len(layer.losses) == 1 and float(layer.losses[0]) > 0          # rows start at 0: a loss to fit
-    np.testing.assert_array_equal(history_code.numpy(), np.zeros((3, 4)))
-    layer.table.assign(tf.tensor_scatter_nd_update(tf.zeros((10, 4)), [[3], [5]], [[1.0] * 4, [3.0] * 4]) / layer.SCALE)
-    _, history_code = layer(target, image, history, training=False)
-    np.testing.assert_allclose(history_code.numpy(), [[2.0] * 4, [0.0] * 4, [3.0] * 4], rtol=1e-6)  # masked mean
-    assert code.shape == (3, 4) and layer.trainable_weights[0] is not layer.projection
 
 
 def test_user_memory_converges_to_the_mean_history_code_of_each_user():
@@ -113,7 +120,7 @@ def test_builds_and_stays_finite_under_mixed_precision():
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         model = build_model(DIN, VocabSizes.from_config(DIN))
-        batch = _batch(2, DIN)
+        batch = _batch(2, DIN, VOCAB)
         batch[F.HISTORY_IDS][:] = 0
         out = model(batch).numpy()
     finally:

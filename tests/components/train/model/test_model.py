@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from components.train.model import tower
 from components.train.model.build import VocabSizes, build_model, compile_model, global_batch_size, scaled_learning_rate
 from pipeline.config import ModelConfig, TrainConfig
 from pipeline.contracts import features as F
@@ -16,17 +17,32 @@ TINY = ModelConfig(title_len=6, history_len=9, embedding_dim=8, lstm_units=8,
 
 
 def _batch(n, cfg=TINY, vocab=VocabSizes.from_config(TINY)):
-    """Every model input (the reference model reads three of them)."""
+    """Every model input of a joined batch (see model/tower.py): 2n distinct items, the shown
+    item i is item i, the history draws from all of them."""
     rng = np.random.default_rng(0)
-    return {F.TITLE_IDS: rng.integers(0, vocab.title, (n, cfg.title_len)),
-            F.IMAGE_Z: rng.standard_normal((n, F.IMAGE_DIM)).astype(np.float32),
+    return {F.TITLE_IDS: rng.integers(0, vocab.title, (2 * n, cfg.title_len)),
+            F.IMAGE_Z: rng.standard_normal((2 * n, F.IMAGE_DIM)).astype(np.float32),
+            F.TARGET_INDEX: np.arange(n), F.HISTORY_INDEX: rng.integers(0, 2 * n, (n, cfg.history_len)),
             F.HISTORY_IDS: rng.integers(0, vocab.items, (n, cfg.history_len)),
             F.TARGET_ID: rng.integers(1, vocab.items, n), F.USER_BUCKET: rng.integers(1, vocab.users, n),
             F.PLATFORM_ID: rng.integers(0, 4, n), F.HOUR_ID: rng.integers(0, 25, n)}
 
 
-def _reference_inputs(batch):
-    return {k: batch[k] for k in (F.TITLE_IDS, F.IMAGE_Z, F.HISTORY_IDS)}
+def by_reference(batch: dict) -> tuple[dict, dict]:
+    """The same batch as the export sees it: (item table content with item u at row u + 1,
+    transformed example features referencing those rows; padding at row 0)."""
+    from pipeline.contracts import item_table as IT
+
+    items = len(batch[F.TITLE_IDS])
+    content = {IT.TITLE_IDS: np.concatenate([np.zeros_like(batch[F.TITLE_IDS][:1]), batch[F.TITLE_IDS],
+                                             np.zeros_like(batch[F.TITLE_IDS][:1])]),
+               IT.IMAGE: np.concatenate([np.zeros((1, F.IMAGE_DIM), np.float32), batch[F.IMAGE_Z],
+                                         np.zeros((1, F.IMAGE_DIM), np.float32)]),
+               IT.EMBEDDING_ID: np.r_[0, np.arange(1, items + 1), 0]}
+    rows = np.where(batch[F.HISTORY_IDS] > 0, batch[F.HISTORY_INDEX] + 1, 0)
+    features = {F.TARGET_ROW: batch[F.TARGET_INDEX] + 1, F.HISTORY_ROWS: rows,
+                **{k: batch[k] for k in (F.HISTORY_IDS, F.TARGET_ID, F.USER_BUCKET, F.PLATFORM_ID, F.HOUR_ID)}}
+    return content, {k: tf.constant(v) for k, v in features.items()}
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +51,14 @@ def model():
 
 
 def test_forward_pass_shapes_and_range(model):
-    out = model(_reference_inputs(_batch(5))).numpy()
+    out = model(_batch(5)).numpy()
     assert out.shape == (5, 1)
     assert ((out > 0) & (out < 1)).all()
 
 
 def test_layer_sizes_follow_config(model):
     vocab = VocabSizes.from_config(TINY)
-    layers = {layer.name: layer for layer in model.layers}
+    layers = tower.layers(model)
     assert vocab == VocabSizes(title=30 + 2 + 1, items=40 + 2 + 1, users=20 + 1)   # + OOV + padding id
     assert layers["title_embedding"].input_dim == vocab.title
     assert layers["item_embedding"].input_dim == vocab.items
@@ -50,7 +66,7 @@ def test_layer_sizes_follow_config(model):
     assert layers["history_lstm"].units == layers["title_lstm"].units == TINY.lstm_units
     assert [layers[f"image_dense_{i}"].units for i in range(2)] == [16, 8]
     assert layers["hidden"].units == TINY.hidden_units
-    assert layers["concat"].output.shape[-1] == 2 * TINY.lstm_units + 8
+    assert layers["concat_history"].output.shape[-1] == 2 * TINY.lstm_units + 8
     assert layers["probability"].units == 1
 
 
@@ -58,28 +74,30 @@ def test_reference_sizes_by_default():
     """Defaults are the reference design: 128-d embeddings, LSTM 64, image 128->64, MLP 256."""
     cfg = ModelConfig(architecture="reference")
     model = build_model(cfg, VocabSizes(title=100, items=100))
-    layers = {layer.name: layer for layer in model.layers}
+    layers = tower.layers(model)
     assert layers["item_embedding"].output_dim == 128
     assert layers["history_lstm"].units == 64
     assert [layers["image_dense_0"].units, layers["image_dense_1"].units] == [128, 64]
     assert layers["hidden"].units == 256
-    assert model.get_layer("history_lstm").input.shape[1:] == (50, 128)   # 50 x 128 sequence
+    assert layers["history_lstm"].input.shape[1:] == (50, 128)   # 50 x 128 sequence
 
 
 def right_and_left_padded(batch: dict) -> tuple[dict, dict]:
-    """The same three-item history padded at the end and at the start."""
+    """The same three-item history (ids and content) padded at the end and at the start."""
     right = {k: v.copy() for k, v in batch.items()}
     right[F.HISTORY_IDS][:] = 0
     right[F.HISTORY_IDS][0, -3:] = [5, 6, 7]
+    right[F.HISTORY_INDEX][0, -3:] = [1, 0, 1]
     left = {k: v.copy() for k, v in right.items()}
     left[F.HISTORY_IDS][0, :] = 0
     left[F.HISTORY_IDS][0, :3] = [5, 6, 7]
+    left[F.HISTORY_INDEX][0, :3] = [1, 0, 1]
     return right, left
 
 
 def test_padding_is_masked(model):
     """Moving the padding of the history must not change the prediction (mask_zero)."""
-    batch, shifted = right_and_left_padded(_reference_inputs(_batch(1)))
+    batch, shifted = right_and_left_padded(_batch(1))
     np.testing.assert_allclose(model(batch).numpy(), model(shifted).numpy(), atol=1e-6)
 
 
@@ -103,19 +121,21 @@ def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_
     XLA is where it pays: this recurrent reference model (the loop-free DIN: test_din.py)."""
     import dataclasses
 
-    from components.train.worker.export import call_transformed, tf_serving_flags, transformed_fn
+    from components.train.worker.export import Scoring, call_transformed, tf_serving_flags, transformed_fn
 
     cfg = dataclasses.replace(TINY, serving_xla=serving_xla)
     xla = serving_xla is not False
     assert cfg.xla_export is xla
     # Without XLA the fixed-length LSTMs are unrolled (no per-step executor overhead).
-    assert build_model(cfg, VocabSizes.from_config(cfg)).get_layer("history_lstm").unroll is not xla
+    assert tower.layers(build_model(cfg, VocabSizes.from_config(cfg)))["history_lstm"].unroll is not xla
     batch = _batch(3)
-    serve = transformed_fn(model, cfg)
-    got = call_transformed(serve, {k: tf.constant(v) for k, v in batch.items()}, cfg)
-    np.testing.assert_allclose(got.numpy(), model(_reference_inputs(batch)).numpy(), atol=1e-6)
+    content, features = by_reference(batch)
+    scoring = Scoring(model, content, cfg)
+    serve = transformed_fn(scoring, cfg)
+    got = call_transformed(serve, features, cfg)
+    np.testing.assert_allclose(got.numpy(), model(batch).numpy(), atol=1e-6)
     module = tf.Module()
-    module.model_variables = list(model.variables)
+    module.model_variables, module.item_vectors = list(model.variables), scoring.vectors
     tf.saved_model.save(module, str(tmp_path / "m"), signatures={"serving_transformed": serve})
     assert tf_serving_flags(tmp_path / "m") == ([serving.XLA_SERVING_FLAG] if xla else [])
     # Saved without the export's facts (an older export): push's fallback still asks for the flag.

@@ -84,7 +84,8 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data):
     a, b = m["calibration_a"], m["calibration_b"]
     assert a > 0
     for features, label in make_dataset(held, config.model, 64, training=False):
-        probs = loaded.signatures["serving_transformed"](**{k: features[k] for k in F.model_input_names(config.model)})
+        names = F.example_input_names(config.model)
+        probs = loaded.signatures["serving_transformed"](**{k: features[k] for k in names})
         p = tf.cast(probs["probability"], tf.float64)
         auc.update_state(label, tf.sigmoid((tf.math.log(p) - tf.math.log1p(-p) - b) / a))
     assert float(auc.result()) == pytest.approx(m["val_auc"], abs=2e-3)

@@ -23,13 +23,15 @@ def shards(tmp_path_factory):
     return root
 
 
-def _tags(ds, batches=None) -> list[float]:
-    """Image[0] identifies an example (random floats never repeat)."""
+def _tags(ds, batches=None) -> list[tuple]:
+    """All of an example's ids identify it (the seeds give no two examples the same ones)."""
     out = []
     for i, (features, _label) in enumerate(ds):
         if batches is not None and i >= batches:
             break
-        out += features[F.IMAGE_Z][:, 0].numpy().tolist()
+        columns = [features[k].numpy().reshape(len(features[k]), -1)
+                   for k in (F.TARGET_ROW, F.USER_BUCKET, F.PLATFORM_ID, F.HOUR_ID, F.HISTORY_ROWS)]
+        out += [tuple(row) for row in np.concatenate(columns, axis=1).tolist()]
     return out
 
 
@@ -55,11 +57,50 @@ def test_workers_read_disjoint_files_covering_everything(shards):
 
 def test_batches_are_parsed_with_contract_shapes(shards):
     features, label = next(iter(make_dataset(read_split(shards, "train").files, CFG, 8)))
-    assert features[F.TITLE_IDS].shape == (8, CFG.title_len)
-    assert features[F.IMAGE_Z].shape == (8, F.IMAGE_DIM)
-    assert features[F.HISTORY_IDS].shape == (8, CFG.history_len)
+    assert set(features) == set(F.example_input_names(CFG))
+    assert features[F.HISTORY_ROWS].shape == features[F.HISTORY_IDS].shape == (8, CFG.history_len)
     assert label.shape == (8, 1) and label.dtype == tf.float32
     assert set(np.unique(label.numpy())) <= {0.0, 1.0}
+
+
+def test_the_join_gathers_each_distinct_item_once_with_its_table_content(shards):
+    from components.train.worker.input import item_content
+    from pipeline.contracts import item_table as IT
+
+    split = read_split(shards, "train")
+    plain = make_dataset(split.files, CFG, 16, training=False, deterministic=True)
+    joined = make_dataset(split.files, CFG, 16, training=False, deterministic=True, item_table=split.item_table)
+    content = item_content(str(split.item_table))
+    for (by_ref, _), (model_in, label) in zip(plain, joined):
+        assert set(model_in) == set(F.model_input_spec(CFG)) and label.shape == (len(by_ref[F.TARGET_ROW]), 1)
+        rows = np.concatenate([by_ref[F.TARGET_ROW].numpy()[:, None], by_ref[F.HISTORY_ROWS].numpy()], axis=1)
+        titles, images = model_in[F.TITLE_IDS].numpy(), model_in[F.IMAGE_Z].numpy()
+        assert len(titles) == len(images) == len(np.unique(rows))          # one row per distinct item
+        positions = np.concatenate([model_in[F.TARGET_INDEX].numpy()[:, None],
+                                    model_in[F.HISTORY_INDEX].numpy()], axis=1)
+        np.testing.assert_array_equal(images[positions], content[IT.IMAGE][rows])
+        np.testing.assert_array_equal(titles[positions], content[IT.TITLE_IDS][rows])
+        assert (content[IT.IMAGE][0] == 0).all()                            # padding reads zeros
+        for name in (F.HISTORY_IDS, F.TARGET_ID, F.USER_BUCKET):
+            np.testing.assert_array_equal(model_in[name].numpy(), by_ref[name].numpy())
+
+
+def test_rows_beyond_the_table_read_zeros_and_a_missing_table_is_named(tmp_path):
+    import pyarrow.parquet as pq
+
+    from components.train.worker.input import item_content, join_items
+    from pipeline.contracts import item_table as IT
+
+    write_split(tmp_path / "train", 4, CFG, num_shards=1, seed=7, item_vocab=6)
+    content = IT.dense(pq.read_table(tmp_path / IT.ITEM_TABLE))
+    assert len(content[IT.IMAGE]) == 7 and not content[IT.IMAGE][6].any()   # rows 1..5, then 0s
+    features = {F.TARGET_ROW: tf.constant([3, 99], tf.int64),
+                F.HISTORY_ROWS: tf.constant([[0, 5], [6, 1000]], tf.int64)}
+    joined, _ = join_items(content)(features, tf.zeros([2, 1]))
+    images = joined[F.IMAGE_Z].numpy()[joined[F.HISTORY_INDEX].numpy()]
+    assert not images[1].any() and images[0, 1].any() and not images[0, 0].any()
+    with pytest.raises(FileNotFoundError, match="no item table .*nowhere"):
+        item_content(str(tmp_path / "nowhere" / IT.ITEM_TABLE))
 
 
 def test_deterministic_option_repeats_order(shards):
@@ -76,7 +117,7 @@ def test_autoshard_is_off_deliberately():
 
 def test_training_repeats_and_drops_partial_batches(shards):
     ds = make_dataset(read_split(shards, "train").files, CFG, 8, num_workers=2, worker_index=1)
-    sizes = [f[F.IMAGE_Z].shape[0] for f, _ in ds.take(20)]   # 20 x 8 > this worker's 45 examples
+    sizes = [f[F.TARGET_ROW].shape[0] for f, _ in ds.take(20)]   # 20 x 8 > this worker's 45 examples
     assert sizes == [8] * 20
 
 

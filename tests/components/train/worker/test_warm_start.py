@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.train.model.build import VocabSizes, build_model
+from components.train.model.tower import layers
 from components.train.worker.warm_start import initial_weights, refitted_days, remap_rows, warm_start
 from pipeline.contracts import features as F
 from tests.components.train.model.test_din import DIN
@@ -38,10 +39,8 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     cfg = dataclasses.replace(DIN, oov_buckets=1)
     items_old, items_new = ["101", "102", "103"], ["103", "104", "101"]
     served = build_model(cfg, VocabSizes(title=4, items=len(items_old) + 2, users=cfg.user_buckets + 1))
-    memory = served.get_layer("content_memory").table       # zeros until fitted: give rows values
+    memory = layers(served)["user_memory"].table             # zeros until fitted: give rows values
     memory.assign(np.random.default_rng(0).normal(size=memory.shape).astype(np.float32))
-    projection = served.get_layer("content_memory").projection     # unlike a fresh model's seeded one
-    projection.assign(np.random.default_rng(1).normal(size=projection.shape).astype(np.float32))
     _save(served, tmp_path / "served", items_old, ["red", "shoe"])
     transform = tmp_path / "transform" / "transform_fn" / "assets"
     transform.mkdir(parents=True)
@@ -49,16 +48,14 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     (transform / F.TITLE_VOCAB).write_text("shoe\nred\n")
     fresh = build_model(cfg, VocabSizes(title=4, items=len(items_new) + 2, users=cfg.user_buckets + 1))
     assert warm_start(fresh, tmp_path / "served", tmp_path / "transform", cfg.oov_buckets) == len(fresh.variables)
-    old, new = served.get_layer("item_embedding").embeddings.numpy(), fresh.get_layer("item_embedding").embeddings
+    old, new = layers(served)["item_embedding"].embeddings.numpy(), layers(fresh)["item_embedding"].embeddings
     np.testing.assert_array_equal(new[1], old[3])                 # item 103 moved from row 3 to row 1
     np.testing.assert_array_equal(new[3], old[1])                 # item 101 from row 1 to row 3
-    memory_old, memory_new = memory.numpy(), fresh.get_layer("content_memory").table
-    np.testing.assert_array_equal(memory_new[1], memory_old[3])   # its content memory row moved with it
-    # Its projection is indexed by image dimension, not by item: copied as it is.
-    np.testing.assert_array_equal(fresh.get_layer("content_memory").projection, projection.numpy())
-    title_old, title_new = served.get_layer("title_embedding").embeddings.numpy(), fresh.get_layer("title_embedding")
+    # The user memory is indexed by hashed user, not by a vocabulary: copied as it is.
+    np.testing.assert_array_equal(layers(fresh)["user_memory"].table, memory.numpy())
+    title_old, title_new = layers(served)["title_embedding"].embeddings.numpy(), layers(fresh)["title_embedding"]
     np.testing.assert_array_equal(title_new.embeddings[1], title_old[2])      # "shoe"
-    np.testing.assert_array_equal(fresh.get_layer("hidden").kernel, served.get_layer("hidden").kernel)
+    np.testing.assert_array_equal(layers(fresh)["hidden"].kernel, layers(served)["hidden"].kernel)
     assert warm_start(fresh, None, tmp_path / "transform", cfg.oov_buckets) == 0   # nothing served yet
     other = dataclasses.replace(cfg, hidden_units=cfg.hidden_units * 2)            # another size: skipped
     bigger = build_model(other, VocabSizes(title=4, items=5, users=cfg.user_buckets + 1))
