@@ -5,14 +5,15 @@ serves the shown item and every history item: its id embedding (frequent items o
 tail shares OOV buckets) plus its content, the item tower's reading of its own title and image.
 The shown item attends over the history (which past items matter depends on what is shown), and
 the dot products of item with interest, with the hashed user's embedding and of the shown
-item's content with the history's are explicit features. Content is what carries new and cold
-items, shown or in a history, that the id embedding cannot tell apart.
+item's content and image code with the history's are explicit features. Content is what
+carries new and cold items, shown or in a history, that the id embedding cannot tell apart.
 
 The model is two parts (tower.py): the item tower, run once per distinct item of a batch, and
 the scorer, which takes item vectors; the export precomputes the tower over the item table.
 """
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
@@ -60,12 +61,66 @@ class TargetAttention(keras.layers.Layer):
         return {**super().get_config(), "units": self.units}
 
 
+class ImageCode(keras.layers.Layer):
+    """A fixed low-dimensional code of an item's z-scored image (never trained by the loss).
+
+    Codes keep dot products, so code(shown) . mean code(history) is "does the shown item look
+    like what this user chose before" from the first step on, for every history item, shown in
+    the window or not; the learned content vector must first learn such a similarity through its
+    dense layers. The projection starts as a seeded random one and `fit_image_code` replaces it
+    with the catalog's principal directions, whitened (the way Image Matters embeds behaviour
+    images once into short codes): a random projection of a 2048-d image is mostly noise, the
+    top principal directions are where items differ.
+    """
+
+    UNITS = 32
+
+    def build(self, input_shape):
+        self.projection = self.add_weight(
+            name="projection", shape=(int(input_shape[-1]), self.UNITS), trainable=False,
+            initializer=keras.initializers.RandomNormal(stddev=float(input_shape[-1]) ** -0.5, seed=7))
+
+    def call(self, image):
+        return tf.stop_gradient(tf.matmul(image, tf.cast(self.projection, image.dtype)))
+
+
+def image_code_projection(images: np.ndarray, units: int = ImageCode.UNITS) -> np.ndarray:
+    """[dim, units]: the whitened top principal directions of the catalog's images (one row per
+    item, so a popular item weighs as much as any other); columns past the rank stay zero."""
+    from sklearn.decomposition import PCA
+
+    rows, dim = images.shape
+    n = max(0, min(units, rows - 1, dim))
+    out = np.zeros((dim, units), np.float32)
+    if n:
+        pca = PCA(n_components=n, svd_solver="randomized", random_state=0).fit(images)
+        scale = np.sqrt(np.maximum(pca.explained_variance_, 1e-12))
+        out[:, :n] = (pca.components_ / scale[:, None]).T
+    return out
+
+
+def fit_image_code(model: keras.Model, images: np.ndarray) -> bool:
+    """Set the model's ImageCode projection from the catalog's images; False if it has none
+    (the reference architecture)."""
+    layers = [x for x in _all_layers(model) if isinstance(x, ImageCode)]
+    for layer in layers:
+        layer.projection.assign(image_code_projection(images, layer.UNITS))
+    return bool(layers)
+
+
+def _all_layers(model):
+    for layer in model.layers:
+        yield layer
+        if isinstance(layer, keras.Model):
+            yield from _all_layers(layer)
+
+
 class UserMemory(keras.layers.Layer):
     """What a user's histories look like, pooled over all of the user's requests.
 
-    One request's history is a short draw from what the user keeps coming back to; its content
-    (the mean of its items' content vectors) is a noisy estimate of the user's taste. This table
-    (hashed user -> vector) is fitted by a squared-error loss to the history content of every
+    One request's history is a short draw from what the user keeps coming back to; its code
+    (the mean of its items' image codes) is a noisy estimate of the user's taste. This table
+    (hashed user -> code) is fitted by a squared-error loss to the history code of every
     request of the user, so it converges to their mean, and is read for the request's user: the
     dot product of the shown item's content with it is the same content match with far less
     noise. The table is read as SCALE x its variable: Adam's steps are about the learning rate
@@ -110,7 +165,8 @@ def build_din(cfg: ModelConfig, vocab) -> keras.Model:
 
 
 def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
-    """Items' title ids and image [U, ...] -> content vectors [U, embedding_dim]."""
+    """Items' title ids and image [U, ...] -> item vectors [U, embedding_dim + ImageCode.UNITS]: the
+    learned content vector, then the image's fixed code."""
     inputs = item_inputs(cfg)
     d = cfg.embedding_dim
     title_ids = inputs[F.TITLE_IDS]
@@ -120,19 +176,23 @@ def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
     for i, units in enumerate(cfg.image_units):
         image = keras.layers.Dense(units, activation="relu", name=f"image_dense_{i}")(image)
     content = keras.layers.Dense(d, name="item_content")(tf.concat([title, image], -1))
-    return keras.Model(inputs=inputs, outputs=content, name=TOWER)
+    code = ImageCode(name="image_code")(inputs[F.IMAGE_Z])
+    return keras.Model(inputs=inputs, outputs=tf.concat([content, code], -1), name=TOWER)
 
 
 def scorer(cfg: ModelConfig, vocab) -> keras.Model:
     """Item vectors of the shown item [B, d] and the history [B, L, d], ids and context -> p."""
     d = cfg.embedding_dim
-    inputs = scorer_inputs(cfg, d)
+    inputs = scorer_inputs(cfg, d + ImageCode.UNITS)
     l2 = cfg.embedding_l2
     history_ids, target_id = inputs[F.HISTORY_IDS], inputs[F.TARGET_ID]
     history_mask = tf.not_equal(history_ids, 0)
     items = RowEmbedding(vocab.items, d, l2=l2, name="item_embedding")
-    target_content, history_content = contents(inputs)
-    history = items(history_ids) + history_content
+    target_vector, history_vector = contents(inputs)
+    target_content, code = target_vector[:, :d], target_vector[:, d:]
+    history_content, history_codes = history_vector[:, :, :d], history_vector[:, :, d:]
+    history_code = _masked_mean(history_codes, history_mask)
+    history = items(history_ids) + tf.stop_gradient(history_content)
     item = items(target_id) + target_content
 
     interest = TargetAttention(cfg.attention_units, name="target_attention")(item, history, history_mask)
@@ -140,14 +200,15 @@ def scorer(cfg: ModelConfig, vocab) -> keras.Model:
     mean_content = _masked_mean(history_content, history_mask)
     seen = tf.reduce_any(tf.equal(history_ids, target_id[:, None]) & history_mask, axis=1)
     parts = [item, interest, interest * item, mean_history * item, _dot(interest, item), _dot(mean_history, item),
-             mean_content * target_content, _dot(mean_content, target_content), tf.cast(seen, item.dtype)[:, None]]
+             mean_content * target_content, _dot(mean_content, target_content), history_code * code,
+             _dot(history_code, code), tf.cast(seen, item.dtype)[:, None]]
     if cfg.user_buckets:
         user = RowEmbedding(vocab.users, d, l2=l2, name="user_embedding")(inputs[F.USER_BUCKET])
         parts += [user * item, _dot(user, item)]
         if cfg.user_memory_weight:
             pooled = UserMemory(vocab.users, cfg.user_memory_weight, name="user_memory")(
-                mean_content, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
-            parts += [pooled * target_content, _dot(pooled, target_content)]
+                history_code, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
+            parts += [pooled * code, _dot(pooled, code)]
     parts += [RowEmbedding(len(F.PLATFORMS) + 1, 4, name="platform_embedding")(inputs[F.PLATFORM_ID]),
               RowEmbedding(25, 4, name="hour_embedding")(inputs[F.HOUR_ID])]
     z = tf.concat(parts, -1)

@@ -33,8 +33,9 @@ from components.train.worker.callbacks import (
     StepProfiler,
     ThroughputMeter,
 )
-from components.train.worker.input import Split, make_dataset, read_split, worker_files
+from components.train.worker.input import Split, item_content, make_dataset, read_split, worker_files
 from pipeline.config import Config, TrainConfig, from_dict
+from pipeline.contracts import item_table as IT
 from pipeline.contracts import serving
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
@@ -123,6 +124,7 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
     vocab = export.vocab_sizes(paths.transform_dir, config.model)
     with strategy.scope():
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
+        _fit_image_code(model, train_split)
         warm = _warm_start(model, config, paths)
     log.info("model built: %d parameters", model.count_params())
 
@@ -190,6 +192,17 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
     return {"train_metrics": {**_fit_metrics(history.history), **timing},
             "initial_epoch": initial, "examples_per_s": meter.examples_per_s,
             "train_seconds": time.time() - started}, summaries
+
+
+def _fit_image_code(model, split) -> None:
+    """The image code is fitted to this run's catalog (din.py), before a warm start, which
+    keeps the served model's code together with the weights that read it."""
+    from components.train.model.din import fit_image_code
+
+    if split.item_table is not None:
+        images = item_content(str(split.item_table))[IT.IMAGE]
+        if fit_image_code(model, images):
+            log.info("image code fitted to the item table's %d items", len(images))
 
 
 def _warm_start(model, config: Config, paths: RunPaths) -> int:

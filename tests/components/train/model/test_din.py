@@ -181,3 +181,38 @@ def test_row_lookup_at_inference_pays_no_penalty_and_no_unique():
     assert layer.losses == []
     ops = {op.type for op in lookup.get_concrete_function(ids).graph.get_operations()}
     assert "Unique" not in ops and "ResourceGather" in ops
+
+
+def test_image_code_is_fitted_to_the_catalogs_principal_directions():
+    """Items differ along 3 hidden directions plus small noise: the fitted code keeps those
+    (whitened: unit variance), and two items' code dot product follows their hidden similarity,
+    which a random projection of the 2048-d image mostly drowns in noise."""
+    from components.train.model.din import ImageCode, fit_image_code
+
+    rng = np.random.default_rng(0)
+    factors = rng.normal(size=(400, 3))
+    images = (factors @ rng.normal(size=(3, F.IMAGE_DIM)) + 0.1 * rng.normal(size=(400, F.IMAGE_DIM)))
+    images = (images - images.mean(0)).astype(np.float32)
+    model = build_model(DIN, VOCAB)
+    assert fit_image_code(model, images)
+    layer = next(x for x in model.get_layer(tower.TOWER).layers if isinstance(x, ImageCode))
+    codes = layer(tf.constant(images)).numpy()
+    assert codes.shape == (400, ImageCode.UNITS)
+    np.testing.assert_allclose(codes[:, :3].std(0), 1.0, rtol=0.05)
+    hidden = np.corrcoef((factors[:200] * factors[200:]).sum(1), (codes[:200, :3] * codes[200:, :3]).sum(1))[0, 1]
+    assert hidden > 0.95
+
+
+def test_image_code_of_a_catalog_smaller_than_the_code_pads_with_zeros():
+    from components.train.model.din import ImageCode, image_code_projection
+
+    projection = image_code_projection(np.random.default_rng(1).normal(size=(5, 64)).astype(np.float32))
+    assert projection.shape == (64, ImageCode.UNITS)
+    assert np.abs(projection[:, :4]).sum() > 0 and not projection[:, 4:].any()
+
+
+def test_the_reference_architecture_has_no_image_code():
+    from components.train.model.din import fit_image_code
+
+    reference = build_model(dataclasses.replace(DIN, architecture="reference"), VOCAB)
+    assert not fit_image_code(reference, np.zeros((10, F.IMAGE_DIM), np.float32))
