@@ -201,6 +201,12 @@ def call_transformed(serve_transformed, features: dict, model_cfg: ModelConfig):
     return serve_transformed(*[features[name] for name in F.example_input_names(model_cfg)])[OUTPUT]
 
 
+def transformed_scoring(model, item_table: Path, model_cfg: ModelConfig):
+    """The transformed-features function alone (what the chief evaluates through), for a run
+    that exports nothing and may have no transform graph (benchmarks on synthetic shards)."""
+    return transformed_fn(Scoring(model, IT.dense(IT.read(item_table)), model_cfg), model_cfg)
+
+
 def serving_module(model, item_table: Path, transform_dir: Path, model_cfg: ModelConfig) -> tf.Module:
     """A tf.Module with the model's variables, the item vectors, the transform graph and the
     serving signatures.
