@@ -102,17 +102,10 @@ def image_code_projection(images: np.ndarray, units: int = ImageCode.UNITS) -> n
 def fit_image_code(model: keras.Model, images: np.ndarray) -> bool:
     """Set the model's ImageCode projection from the catalog's images; False if it has none
     (the reference architecture)."""
-    layers = [x for x in _all_layers(model) if isinstance(x, ImageCode)]
+    layers = [x for x in model.submodules if isinstance(x, ImageCode)]
     for layer in layers:
         layer.projection.assign(image_code_projection(images, layer.UNITS))
     return bool(layers)
-
-
-def _all_layers(model):
-    for layer in model.layers:
-        yield layer
-        if isinstance(layer, keras.Model):
-            yield from _all_layers(layer)
 
 
 class UserMemory(keras.layers.Layer):

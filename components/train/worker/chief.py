@@ -62,10 +62,11 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
             valid.files, config.model, t.global_batch, training=False, deterministic=True,
             readers=config.train.readers, compression=valid.compression, sizes=valid.sizes,
             item_table=valid.item_table))
-    module = (export.serving_module(serving_model, t.eval_split.item_table, paths.transform_dir, config.model)
-              if config.train.export else None)           # nothing to serve: no transform graph needed
-    predict = (module.signatures_[export.SERVING_TRANSFORMED] if module
-               else export.transformed_scoring(serving_model, t.eval_split.item_table, config.model))
+    if config.train.export:
+        module = export.serving_module(serving_model, t.eval_split.item_table, paths.transform_dir, config.model)
+        predict = module.signatures_[export.SERVING_TRANSFORMED]
+    else:                                                  # nothing to serve: no transform graph needed
+        module, predict = None, export.transformed_scoring(serving_model, t.eval_split.item_table, config.model)
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,
                            compression=t.eval_split.compression, sizes=t.eval_split.sizes)

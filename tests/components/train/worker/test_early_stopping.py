@@ -89,3 +89,19 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data):
         p = tf.cast(probs["probability"], tf.float64)
         auc.update_state(label, tf.sigmoid((tf.math.log(p) - tf.math.log1p(-p) - b) / a))
     assert float(auc.result()) == pytest.approx(m["val_auc"], abs=2e-3)
+
+
+@pytest.mark.integration
+def test_a_run_without_export_needs_no_transform_graph(tmp_path):
+    """`train.export: false` (benchmarks, experiments) scores the eval split without a serving module."""
+    config = make_tiny_config(tmp_path, **{"train.epochs": 1, "train.export": False,
+                                           "train.batch_size_per_replica": 8,
+                                           "model.title_len": 8, "model.history_len": 10})
+    paths = RunPaths.for_run(config, "2026-11-04", "no-export")
+    data = tmp_path / "data"
+    _shards_with_manifest(data, config.model)
+    assert not paths.transform_dir.exists()
+    result = train.run(config, paths, data_dir=data)
+    assert result.model_dir == "" and not paths.model_dir.exists()
+    assert 0.0 <= result.metrics["eval_auc"] <= 1.0
+    assert json.loads((paths.train_dir / "model_card.json").read_text()).get("export") is None
