@@ -33,6 +33,7 @@ class GeneratorConfig:
     events_per_day: int = 4000
     ctr: float = 0.12
     seed: int = 7
+    regime: str = "default"       # kind of world (pipeline/datagen/regimes.py); its knobs win over ctr
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("generating %d days of data (%s..%s, %d events/day) into %s", args.days, start, end,
              g.events_per_day, config.data.raw_root)
     report = generate(config.data.raw_root, start, args.days, users=g.users, items=g.items,
-                      events_per_day=g.events_per_day, ctr=g.ctr, seed=g.seed)
+                      events_per_day=g.events_per_day, ctr=g.ctr, seed=g.seed, regime=g.regime)
     log.info("ceiling AUC of the generated world: %.3f", report.ceiling_auc)
     logs = PROJECT_ROOT / "var" / "demo"
     logs.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipeline.config import load_config
 from pipeline.datagen.generator import generate
+from pipeline.datagen.regimes import REGIMES
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--items", type=int)
     parser.add_argument("--ctr", type=float)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--regime", choices=list(REGIMES),
+                        help="kind of world (default: config generator.regime; docs/data.md lists them)")
     parser.add_argument("--fault", action="append", default=[], metavar="DATE=SPEC",
                         help="plant a fault, e.g. 2026-11-03=shuffled_labels or 2026-11-04=malformed:0.05")
     return parser
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         ctr=args.ctr or gen.ctr,
         seed=gen.seed if args.seed is None else args.seed,
         faults=parse_faults(args.fault),
+        regime=args.regime or gen.regime,
     )
     sys.stdout.write(report.to_json() + "\n")
     log.info("ceiling AUC (logistic regression on the true hidden factors): %.3f", report.ceiling_auc)

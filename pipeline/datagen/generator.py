@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from pipeline.contracts import features as F
 from pipeline.contracts import inputs
 from pipeline.datagen import faults as faults_mod
-from pipeline.datagen.world import World, WorldSpec
+from pipeline.datagen.regimes import day_key, regime_spec
+from pipeline.datagen.world import World
 from pipeline.paths import events_partition, items_partition
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ class GenerationReport:
     raw_root: str
     seed: int
     days: list[DayReport]
-    ceiling_auc: float        # logistic regression on the true hidden factors
+    ceiling_auc: float        # logistic regression on the true hidden factors, on the last day's users
+    regime: str = "default"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -62,15 +64,17 @@ def generate(
     seed: int = 7,
     faults: dict[dt.date, list[str]] | None = None,
     with_ceiling: bool = True,
+    regime: str = "default",
 ) -> GenerationReport:
-    """Generate `days` days from `start`; `faults` maps a date to fault specs (see faults.py).
+    """Generate `days` days from `start`; `faults` maps a date to fault specs (see faults.py);
+    `regime` names the kind of world (pipeline/datagen/regimes.py; its knobs win over `ctr`).
 
     `with_ceiling` fits the logistic regression on the true factors (a fixed cost, mostly importing
     scikit-learn, that benchmarks skip: docs/benchmarks.md); the report's `ceiling_auc` is NaN without it.
     """
     faults = faults or {}
     parsed = {day: [faults_mod.parse(s) for s in specs] for day, specs in faults.items()}
-    world = World(WorldSpec(users=users, items=items, ctr=ctr, seed=seed))
+    world = World(regime_spec(regime, users=users, items=items, ctr=ctr, seed=seed))
     catalog = _Catalog(world, days)
     reports = []
     for offset in range(days):
@@ -83,7 +87,8 @@ def generate(
                                  [f.spec for f in day_faults]))
         log.info("wrote %s: %d events, ctr %.3f, %d items %s", day, events, clicks / max(events, 1),
                  items_written, [f.spec for f in day_faults] or "")
-    return GenerationReport(str(raw_root), seed, reports, ceiling_auc(world) if with_ceiling else float("nan"))
+    ceiling = ceiling_auc(world, day_key(start + dt.timedelta(days=days - 1))) if with_ceiling else float("nan")
+    return GenerationReport(str(raw_root), seed, reports, ceiling, regime)
 
 
 class _Catalog:
@@ -142,10 +147,11 @@ def _write_events(raw_root: Path, day: dt.date, world: World, launched: np.ndarr
         stale.unlink(missing_ok=True)
     allowed = np.zeros(world.spec.items, dtype=bool)
     allowed[launched] = True
+    pop = world.population(day_key(day))
     writer, part, in_part, clicks = None, 0, 0, 0
     for chunk_index, start in enumerate(range(0, total, CHUNK_EVENTS)):
         rng = np.random.default_rng([world.spec.seed, 5, day.toordinal(), chunk_index])
-        table = _events_chunk(world, rng, day, start, min(CHUNK_EVENTS, total - start), allowed)
+        table = _events_chunk(world, pop, rng, day, start, min(CHUNK_EVENTS, total - start), allowed)
         table = faults_mod.apply_to_events(table, day_faults, rng, world)
         clicks += int(pa.compute.sum(table.column(F.LABEL)).as_py() or 0) if F.LABEL in table.schema.names \
             else 0
@@ -163,25 +169,25 @@ def _write_events(raw_root: Path, day: dt.date, world: World, launched: np.ndarr
     return total, clicks
 
 
-def _events_chunk(world: World, rng: np.random.Generator, day: dt.date, start: int, n: int,
+def _events_chunk(world: World, pop, rng: np.random.Generator, day: dt.date, start: int, n: int,
                   allowed: np.ndarray) -> pa.Table:
-    users, items = world.sample_impressions(rng, n)
+    users, items = world.sample_impressions(rng, n, pop)
     # Items not launched yet on this day are swapped for a launched one: no event before launch.
     launched = np.flatnonzero(allowed)
     unlaunched = ~allowed[items]
     items[unlaunched] = rng.choice(launched, size=int(unlaunched.sum()))
-    platforms = world.user_platform[users]
-    offsets, history = world.sample_histories(rng, users)
+    platforms = pop.platform[users]
+    offsets, history = world.sample_histories(rng, pop, users)
     unlaunched_history = ~allowed[history]
     history[unlaunched_history] = rng.choice(launched, size=int(unlaunched_history.sum()))
-    p = 1 / (1 + np.exp(-world.click_logit(users, items, platforms)))
+    p = 1 / (1 + np.exp(-world.click_logit(pop, users, items)))
     labels = (rng.random(n) < p).astype(np.int64)
     seconds = np.sort(rng.integers(0, 86_400, size=n))
     midnight = int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * 1_000_000
     return pa.table({
         F.EVENT_ID: _event_ids(day, start, n),
         F.EVENT_TS: pa.array(midnight + seconds * 1_000_000, pa.timestamp("us", tz="UTC")),
-        F.USER_ID: pa.array(world.user_ids(users)),
+        F.USER_ID: pa.array(pop.ids[users]),
         F.ITEM_ID: pa.array(world.item_ids(items)),
         F.HISTORY: pa.ListArray.from_arrays(offsets, pa.array(world.item_ids(history))),
         F.PLATFORM: pa.array(np.array(F.PLATFORMS, dtype=object)[platforms].tolist(), pa.string()),
@@ -196,16 +202,17 @@ def _event_ids(day: dt.date, start: int, n: int) -> pa.Array:
     return pc.binary_join_element_wise(f"{day:%Y%m%d}", numbers, "-")
 
 
-def ceiling_auc(world: World, n: int = 40_000) -> float:
-    """AUC of a logistic regression on the true hidden factors: the best a model can hope for."""
+def ceiling_auc(world: World, key: int = 0, n: int = 40_000) -> float:
+    """AUC of a logistic regression on the true hidden factors of day `key`'s users: the best a
+    model can hope for."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
 
     rng = np.random.default_rng([world.spec.seed, 6])
-    users, items = world.sample_impressions(rng, n)
-    platforms = world.user_platform[users]
-    labels = rng.random(n) < 1 / (1 + np.exp(-world.click_logit(users, items, platforms)))
-    x = world.ceiling_features(users, items, platforms)
+    pop = world.population(key)
+    users, items = world.sample_impressions(rng, n, pop)
+    labels = rng.random(n) < 1 / (1 + np.exp(-world.click_logit(pop, users, items)))
+    x = world.ceiling_features(pop, users, items)
     half = n // 2
     model = LogisticRegression(max_iter=500).fit(x[:half], labels[:half])
     return float(roc_auc_score(labels[half:], model.predict_proba(x[half:])[:, 1]))

@@ -6,10 +6,14 @@ factors leak into the title words and the image embedding, and the user's factor
 the behaviour history (users interact with items they like). A model that reads title, image
 and history can therefore recover most of the signal, and the logistic regression on the true
 factors (`ceiling_auc`) tells how much there is to recover.
+
+Real data is not always that kind: the spec's regime knobs (pipeline/datagen/regimes.py names
+the presets) add appeal the content cannot see, new users every day, images that carry only the
+category, a high base rate. A model tuned to one world shows on the others.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,6 +34,7 @@ _WORD_STEMS = (
     "summer winter autumn spring urban outdoor travel sport office kids retro minimal bold"
 ).split()
 PLATFORM_SHARES = (0.45, 0.35, 0.20)
+IMAGE_CONTENTS = ("factors", "category")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,20 @@ class WorldSpec:
     seed: int = 7
     taste_strength: float = 2.5   # how strongly user x item factors drive clicks
     appeal_strength: float = 1.0  # how strongly an item's own (visible) appeal drives clicks
+    hidden_appeal: float = 0.3    # spread of the appeal its content does not show (only its clicks do)
+    new_user_share: float = 0.0   # share of each day's impressions from users new that day
+    image_content: str = "factors"  # "category": images carry only the item's category plus noise
+
+
+@dataclass(frozen=True)
+class Population:
+    """The users of one day, by index: the world's returning users, then that day's new ones."""
+
+    factors: np.ndarray
+    pools: np.ndarray       # each user's favourite items, histories and half the impressions come from them
+    platform: np.ndarray
+    activity: np.ndarray    # probability that an impression is the user's
+    ids: np.ndarray         # user_id in the data
 
 
 class World:
@@ -54,7 +73,7 @@ class World:
         # just look more clickable. It gives small models a main effect to learn first.
         appeal_direction = rng.normal(size=FACTORS).astype(np.float32) / np.sqrt(FACTORS)
         self.item_popularity = (spec.appeal_strength * (self.item_factors @ appeal_direction)
-                                + rng.normal(0.0, 0.3, size=spec.items)).astype(np.float32)
+                                + rng.normal(0.0, 1.0, size=spec.items) * spec.hidden_appeal).astype(np.float32)
         self.user_platform = rng.choice(len(F.PLATFORMS), size=spec.users, p=PLATFORM_SHARES)
         self.user_activity = rng.pareto(2.0, size=spec.users) + 1.0
         self.user_activity /= self.user_activity.sum()
@@ -63,44 +82,57 @@ class World:
         self.platform_bias = np.array([0.1, 0.0, -0.15], dtype=np.float32)
         self.word_directions = rng.normal(size=(len(_WORD_STEMS) * 4, FACTORS)).astype(np.float32)
         self.image_projection = rng.normal(size=(FACTORS, F.IMAGE_DIM)).astype(np.float32) / np.sqrt(FACTORS)
-        self.user_pools = self._taste_pools(rng)
+        self.user_pools = self._taste_pools(rng, self.user_factors)
+        self.category_projection = np.random.default_rng([spec.seed, 8]).normal(
+            size=(len(CATEGORIES), F.IMAGE_DIM)).astype(np.float32)     # its own stream: the default world is unchanged
+        self.returning = Population(self.user_factors, self.user_pools, self.user_platform, self.user_activity,
+                                    np.arange(1, spec.users + 1, dtype=np.int64))
         self.bias = self._calibrate_bias(rng)
+
+    def population(self, day_key: int) -> Population:
+        """Day `day_key`'s users: the returning ones and, with `new_user_share`, as many new users
+        (ids above every earlier day's) whose factors, pools and histories follow the same rules."""
+        share = self.spec.new_user_share
+        if share <= 0:
+            return self.returning
+        n = self.spec.users
+        rng = np.random.default_rng([self.spec.seed, 7, day_key])
+        factors = rng.normal(size=(n, FACTORS)).astype(np.float32) / np.sqrt(FACTORS)
+        base = self.returning
+        return Population(
+            np.vstack([base.factors, factors]), np.vstack([base.pools, self._taste_pools(rng, factors)]),
+            np.concatenate([base.platform, rng.choice(len(F.PLATFORMS), size=n, p=PLATFORM_SHARES)]),
+            np.concatenate([base.activity * (1 - share), np.full(n, share / n)]),
+            np.concatenate([base.ids, n + 1 + day_key * n + np.arange(n, dtype=np.int64)]))
 
     # --- ids: item ids start at 1 so that 0 can mean "no item" (padding) everywhere --------
     def item_ids(self, index: np.ndarray) -> np.ndarray:
         return index.astype(np.int64) + 1
 
-    def user_ids(self, index: np.ndarray) -> np.ndarray:
-        return index.astype(np.int64) + 1
+    def click_logit(self, pop: Population, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        affinity = np.einsum("ij,ij->i", pop.factors[users], self.item_factors[items])
+        return (self.bias + self.spec.taste_strength * affinity + self.item_popularity[items]
+                + self.platform_bias[pop.platform[users]])
 
-    def affinity(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-        return np.einsum("ij,ij->i", self.user_factors[users], self.item_factors[items])
-
-    def click_logit(self, users: np.ndarray, items: np.ndarray, platforms: np.ndarray) -> np.ndarray:
-        return (
-            self.bias
-            + self.spec.taste_strength * self.affinity(users, items)
-            + self.item_popularity[items]
-            + self.platform_bias[platforms]
-        )
-
-    def sample_impressions(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(user index, item index): half from the user's taste pool, half from popular items."""
-        users = rng.choice(self.spec.users, size=n, p=self.user_activity)
+    def sample_impressions(self, rng: np.random.Generator, n: int,
+                           pop: Population | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(user index in `pop`, item index): half from the user's taste pool, half from popular items."""
+        pop = pop or self.returning
+        users = rng.choice(len(pop.ids), size=n, p=pop.activity)
         from_pool = rng.random(n) < 0.5
-        pooled = self.user_pools[users, rng.integers(0, POOL_SIZE, size=n)]
+        pooled = pop.pools[users, rng.integers(0, POOL_SIZE, size=n)]
         popular = rng.choice(self.spec.items, size=n, p=self.item_exposure)
         return users, np.where(from_pool, pooled, popular)
 
     def sample_histories(
-        self, rng: np.random.Generator, users: np.ndarray, max_len: int = F.MAX_HISTORY
+        self, rng: np.random.Generator, pop: Population, users: np.ndarray, max_len: int = F.MAX_HISTORY
     ) -> tuple[np.ndarray, np.ndarray]:
         """Variable-length histories from each user's pool: (offsets, item indices)."""
         lengths = np.minimum(rng.geometric(1 / 20, size=len(users)) - 1, max_len)
         offsets = np.zeros(len(users) + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
         owners = np.repeat(users, lengths)
-        values = self.user_pools[owners, rng.integers(0, POOL_SIZE, size=len(owners))]
+        values = pop.pools[owners, rng.integers(0, POOL_SIZE, size=len(owners))]
         return offsets, values
 
     def titles(self, items: np.ndarray, rng: np.random.Generator) -> list[str]:
@@ -119,27 +151,33 @@ class World:
         return [CATEGORIES[c] for c in np.argmax(self.item_factors[items, : len(CATEGORIES)], axis=1)]
 
     def images(self, items: np.ndarray) -> np.ndarray:
-        """A CNN-like pooled output: non-negative, sparse-ish, driven by the item factors."""
+        """A CNN-like pooled output: non-negative, sparse-ish, driven by the item factors (or, with
+        `image_content: category`, by the item's category only)."""
+        if self.spec.image_content == "category":
+            codes = np.argmax(self.item_factors[items, : len(CATEGORIES)], axis=1)
+            signal = self.category_projection[codes]
+        else:
+            signal = self.item_factors[items] @ self.image_projection
         out = np.empty((len(items), F.IMAGE_DIM), dtype=np.float32)
         for block in np.unique(items // IMAGE_ITEMS_PER_BLOCK):
             mask = items // IMAGE_ITEMS_PER_BLOCK == block
             noise_rng = np.random.default_rng([self.spec.seed, 2, int(block)])
             noise = noise_rng.normal(0, 0.5, size=(IMAGE_ITEMS_PER_BLOCK, F.IMAGE_DIM)).astype(np.float32)
             local = items[mask] % IMAGE_ITEMS_PER_BLOCK
-            out[mask] = np.maximum(self.item_factors[items[mask]] @ self.image_projection + noise[local], 0)
+            out[mask] = np.maximum(signal[mask] + noise[local], 0)
         return out
 
-    def _taste_pools(self, rng: np.random.Generator) -> np.ndarray:
+    def _taste_pools(self, rng: np.random.Generator, user_factors: np.ndarray) -> np.ndarray:
         """Each user's POOL_SIZE favourite items among random candidates (scales to big catalogs)."""
         candidates_n = min(self.spec.items, 512)
-        pools = np.empty((self.spec.users, POOL_SIZE), dtype=np.int64)
-        for start in range(0, self.spec.users, 4096):
-            users = np.arange(start, min(start + 4096, self.spec.users))
+        pools = np.empty((len(user_factors), POOL_SIZE), dtype=np.int64)
+        for start in range(0, len(user_factors), 4096):
+            users = np.arange(start, min(start + 4096, len(user_factors)))
             cands = rng.integers(0, self.spec.items, size=(len(users), candidates_n))
             if self.spec.items <= 50_000:   # one matmul beats gathering 512 factor rows per user
-                scores = np.take_along_axis(self.user_factors[users] @ self.item_factors.T, cands, axis=1)
+                scores = np.take_along_axis(user_factors[users] @ self.item_factors.T, cands, axis=1)
             else:
-                scores = np.einsum("uf,ucf->uc", self.user_factors[users], self.item_factors[cands])
+                scores = np.einsum("uf,ucf->uc", user_factors[users], self.item_factors[cands])
             scores += rng.gumbel(size=scores.shape) * 0.5
             best = np.argpartition(-scores, POOL_SIZE - 1, axis=1)[:, :POOL_SIZE]
             picked = np.take_along_axis(cands, best, axis=1)
@@ -151,8 +189,9 @@ class World:
     def _calibrate_bias(self, rng: np.random.Generator) -> float:
         """Bisect the global bias so the mean click probability equals the configured CTR."""
         self.bias = 0.0
-        users, items = self.sample_impressions(rng, 20_000)
-        logits = self.click_logit(users, items, self.user_platform[users])
+        pop = self.population(0)
+        users, items = self.sample_impressions(rng, 20_000, pop)
+        logits = self.click_logit(pop, users, items)
         lo, hi = -20.0, 20.0
         for _ in range(60):
             mid = (lo + hi) / 2
@@ -162,12 +201,17 @@ class World:
                 lo = mid
         return (lo + hi) / 2
 
-    def ceiling_features(self, users: np.ndarray, items: np.ndarray, platforms: np.ndarray) -> np.ndarray:
+    def ceiling_features(self, pop: Population, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """What a logistic regression on the true hidden factors sees."""
-        return np.column_stack(
-            [
-                self.user_factors[users] * self.item_factors[items],
-                self.item_popularity[items],
-                np.eye(len(F.PLATFORMS))[platforms],
-            ]
-        )
+        return np.column_stack([pop.factors[users] * self.item_factors[items], self.item_popularity[items],
+                                np.eye(len(F.PLATFORMS))[pop.platform[users]]])
+
+
+def with_knobs(spec: WorldSpec, **knobs) -> WorldSpec:
+    """`spec` with regime knobs set (checked: an unknown knob or image content is an error)."""
+    out = replace(spec, **knobs)
+    if out.image_content not in IMAGE_CONTENTS:
+        raise ValueError(f"image_content {out.image_content!r}: expected one of {IMAGE_CONTENTS}")
+    if not 0 <= out.new_user_share < 1:
+        raise ValueError(f"new_user_share {out.new_user_share}: expected a share in [0, 1)")
+    return out
