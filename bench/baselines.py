@@ -20,10 +20,10 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 from pipeline.contracts import features as F
 from pipeline.contracts.inputs import latest_items_snapshot
+from pipeline.contracts.popularity import ItemPopularity
 from pipeline.paths import RunPaths
 
 log = logging.getLogger(__name__)
-PRIOR_WEIGHT = 20.0          # pseudo-impressions of the global rate in the smoothed item CTR
 
 
 @dataclass
@@ -98,11 +98,7 @@ def baselines(paths: RunPaths) -> dict[str, dict[str, float]]:
     """{baseline name: {auc, log_loss}} on the run's eval day, fitted on its training window."""
     train, test = _events(paths, paths.train_dates), _events(paths, [paths.eval_date])
     rate = train.label.mean()
-    clicks = np.bincount(train.items, weights=train.label, minlength=test.items.max() + 1)
-    shown = np.bincount(train.items, minlength=test.items.max() + 1)
-    n = min(len(clicks), len(shown))
-    item_rate = (clicks[:n] + PRIOR_WEIGHT * rate) / (shown[:n] + PRIOR_WEIGHT)
-    per_item = np.where(test.items < n, item_rate[np.minimum(test.items, n - 1)], rate)
+    per_item = ItemPopularity.fit(train.items, train.label)(test.items)
     out = {"constant": _metrics(test.label, np.full(len(test.label), rate)),
            "item_ctr": _metrics(test.label, per_item),
            "lr_user_item": _metrics(test.label, _ids_lr(train, test)),

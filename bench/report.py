@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+from pipeline.datagen.regimes import REGIMES
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -27,6 +29,7 @@ GOALS = {
              r"<= ([\d.]+) GB written and >= ([\d.]+) events/s at 3 M",
     "quality_demo": r"AUC >= best baseline \+ ([\d.]+) and log loss below the constant's",
     "quality_large": r"AUC >= ([\d.]+) and >= best baseline \+ ([\d.]+)",
+    "quality_regimes": r"AUC >= best baseline \+ ([\d.]+) and >= item CTR \+ ([\d.]+)",
 }
 OPS = {"≥": operator.ge, "≤": operator.le, "<": operator.lt}
 log = logging.getLogger("bench.report")
@@ -78,6 +81,11 @@ def quality_met(q: dict, size: str) -> bool:
     return q["auc_model_" + size] >= min_auc and lift >= min_lift
 
 
+def regime_met(q: dict, key: str) -> bool:
+    min_lift, min_over_item_ctr = thresholds("quality_regimes", q["goal_regimes"])
+    return q["auc_over_best_baseline_" + key] >= min_lift and q["auc_over_item_ctr_" + key] >= min_over_item_ctr
+
+
 def derived(name: str, f: dict) -> dict:
     """Cells a template cannot take from one field: goals kept as text, lists, flags, optional figures."""
     if name == "scale":
@@ -100,6 +108,9 @@ def derived(name: str, f: dict) -> dict:
         for size in ("demo", "large"):
             f |= {f"met_{size}": met(quality_met(f, size)), f"goal_text_{size}": f["goal_" + size].replace(">=", "≥"),
                   f"seeds_list_{size}": listed(f["auc_model_seeds_" + size])}
+        for key in (f"{r}_demo" for r in REGIMES):
+            f |= {f"met_{key}": met(regime_met(f, key)), f"seeds_list_{key}": listed(f["auc_model_seeds_" + key]),
+                  "goal_text_regimes": f["goal_regimes"].replace(">=", "≥")}
     elif name == "train":
         runs = f["input_ratio_to_bare_runs"]
         f |= {"input_runs": listed(runs, ".3g"), "input_runs_n": len(runs)}
@@ -265,6 +276,15 @@ QUALITY = (["size", "model AUC / log loss (median)", "AUC per seed (spread)", "b
     ("quality", "large, seed architecture", "{auc_reference_arch_large:.3f} / {logloss_reference_arch_large:.3f}",
      "one run", *[""] * 7, "{train_s_reference_arch_large:.1f} s", "", ""),
 ])
+QUALITY_REGIMES = (["regime (demo size)", "model AUC (median)", "AUC per seed (spread)", "best baseline (which)",
+                    "item CTR", "LR user + item", "LR content + history", "model − best baseline",
+                    "model − item CTR", "ceiling", "goal", "met?"],
+                   each(tuple(f"{r}_demo" for r in REGIMES), (
+                       "quality", "`@`", "**{auc_model_@:.3f}**", "{seeds_list_@} ({auc_seed_spread_@:.3f})",
+                       "{auc_best_baseline_@:.3f} ({best_baseline_@})", "{auc_item_ctr_@:.3f}",
+                       "{auc_lr_user_item_@:.3f}", "{auc_lr_content_history_@:.3f}",
+                       "{auc_over_best_baseline_@:+.3f}", "{auc_over_item_ctr_@:+.3f}", "{ceiling_auc_@:.3f}",
+                       "{goal_text_regimes}", "{met_@}")))
 EPOCHS = (["size", "epoch cap", "eval AUC, cap", "eval AUC, twice the cap", "best epoch (twice the cap)", "drop",
            "goal", "met?"],
           each(("demo", "large"), (
@@ -281,7 +301,7 @@ WARM_START = (["", "eval AUC", "log loss", "train wall", "preprocess wall", "bes
 BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZES, SCALE_STAGES, SCALE_FIT],
           "encoder": [ENCODER],
           "train": [TRAIN_SETUP, TRAIN_RATES, TRAIN_RATIOS], "serving": [SERVING, SERVING_BY_ID, SERVING_FOOTPRINT],
-          "quality": [QUALITY], "epochs": [EPOCHS], "warm-start": [WARM_START]}
+          "quality": [QUALITY], "quality-regimes": [QUALITY_REGIMES], "epochs": [EPOCHS], "warm-start": [WARM_START]}
 
 
 def cell(figures: dict, spec: str | tuple) -> str:

@@ -10,13 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.config_sections import ExecutionConfig, ValidateConfig
-
-
-def _regimes() -> tuple[str, ...]:
-    from pipeline.datagen.regimes import REGIMES  # numpy-backed: imported only when a config is checked
-
-    return tuple(REGIMES)
-
+from pipeline.datagen.regimes import REGIMES
 
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "window.train_days": (lambda v: v >= 1, "an int >= 1 (days)"),
@@ -52,7 +46,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "preprocess.direct_running_mode": (lambda v: v in ("auto", "in_memory", "multi_processing", "multi_threading"),
                                        "'auto', 'in_memory', 'multi_processing' or 'multi_threading'"),
     "generator.ctr": (lambda v: 0 < v < 1, "a rate in (0, 1)"),
-    "generator.regime": (lambda v: v in _regimes(), "a regime of pipeline/datagen/regimes.py"),
+    "generator.regime": (lambda v: v in REGIMES, "a regime of pipeline/datagen/regimes.py"),
     "eval.min_auc": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
     "eval.max_auc_drop": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
     "eval.max_log_loss": (lambda v: v is None or v > 0, "null or a float > 0"),

@@ -9,8 +9,10 @@ knobs; the quality benchmark runs the model and the baselines on every one.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
-from pipeline.datagen.world import WorldSpec, with_knobs
+if TYPE_CHECKING:
+    from pipeline.datagen.world import WorldSpec
 
 REGIMES: dict[str, dict] = {
     "default": {},
@@ -28,6 +30,7 @@ def regime_spec(regime: str, **base) -> WorldSpec:
     """The spec of `regime` on top of `base` (users, items, ctr, seed): the regime's knobs win."""
     if regime not in REGIMES:
         raise ValueError(f"unknown regime {regime!r}: expected one of {', '.join(REGIMES)}")
+    from pipeline.datagen.world import WorldSpec, with_knobs  # numpy-backed: the presets are not
     return with_knobs(WorldSpec(**base), **REGIMES[regime])
 
 
