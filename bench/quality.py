@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bench.baselines import baselines
 from bench.common import RESULTS_DIR, write_result
+from pipeline.cli import parse_sets
 from pipeline.config import load_config
 from pipeline.datagen.regimes import REGIMES
 from pipeline.paths import RunPaths
@@ -188,9 +189,16 @@ def main(argv: list[str] | None = None) -> dict:
                         help="only the epoch cap vs twice it, per size, seed 0 (epochs.json)")
     parser.add_argument("--regimes", nargs="*", default=None, metavar="REGIME",
                         help="only the regime matrix at demo size (all regimes when none is named)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for every run (an experiment: its figures go to --result)")
+    parser.add_argument("--result", default="quality",
+                        help="results file name under bench/results (default quality; a --set run needs its own)")
     args = parser.parse_args(argv or [])
+    if args.set and args.result == "quality":
+        raise SystemExit("--set changes the model: name its results with --result (quality.json is the default's)")
+    extra = parse_sets(args.set)
     if args.regimes is not None:
-        return regime_matrix(args.regimes or list(REGIMES), args.seeds)
+        return regime_matrix(args.regimes or list(REGIMES), args.seeds, extra, args.result)
     if args.more_epochs:
         figures = {"goal_more_epochs_auc_drop": 0.005}
         with tempfile.TemporaryDirectory(prefix="bench-epochs-") as tmp:
@@ -208,37 +216,38 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
         for name in args.sizes:
             reference = name == "large" and not args.no_reference
-            figures.update(run_size(Path(tmp) / name, name, SIZES[name], reference=reference, seeds=args.seeds))
+            figures.update(run_size(Path(tmp) / name, name, {**SIZES[name], **extra}, reference=reference,
+                                    seeds=args.seeds))
     figures["goal_large"] = "AUC >= 0.83 and >= best baseline + 0.04"
     figures["goal_demo"] = "AUC >= best baseline + 0.01 and log loss below the constant's"
-    write_result("quality", _merged(figures))
+    write_result(args.result, _merged(figures, args.result))
     return figures
 
 
-def run_regime(work: Path, regime: str, seeds: int) -> dict[str, float]:
+def run_regime(work: Path, regime: str, seeds: int, extra: dict | None = None) -> dict[str, float]:
     """run_size at demo size on `regime`'s world, its keys ending in `<regime>_demo`."""
-    size = {**SIZES["demo"], "generator.regime": regime}
+    size = {**SIZES["demo"], "generator.regime": regime, **(extra or {})}
     figures = run_size(work, f"{regime}_demo", size, reference=False, seeds=seeds)
     key = f"{regime}_demo"
     figures[f"auc_over_item_ctr_{key}"] = figures[f"auc_model_{key}"] - figures[f"auc_item_ctr_{key}"]
     return figures
 
 
-def regime_matrix(regimes: list[str], seeds: int) -> dict:
+def regime_matrix(regimes: list[str], seeds: int, extra: dict | None = None, result: str = "quality") -> dict:
     unknown = sorted(set(regimes) - set(REGIMES))
     if unknown:
         raise SystemExit(f"unknown regime(s) {unknown}; choose from {list(REGIMES)}")
-    figures: dict = {"regimes": list(REGIMES), "goal_regimes": GOAL_REGIMES}
+    figures: dict = {"regimes": list(REGIMES), "goal_regimes": GOAL_REGIMES, "overrides": extra or {}}
     with tempfile.TemporaryDirectory(prefix="bench-regimes-") as tmp:
         for regime in regimes:
-            figures.update(run_regime(Path(tmp) / regime, regime, seeds))
-    write_result("quality", _merged(figures))
+            figures.update(run_regime(Path(tmp) / regime, regime, seeds, extra))
+    write_result(result, _merged(figures, result))
     return figures
 
 
-def _merged(figures: dict) -> dict:
+def _merged(figures: dict, result: str = "quality") -> dict:
     """The committed figures with this run's on top: a partial run replaces only what it measured."""
-    path = RESULTS_DIR / "quality.json"
+    path = RESULTS_DIR / f"{result}.json"
     kept = json.loads(path.read_text()) if path.exists() else {}
     return {**{k: v for k, v in kept.items() if k not in ("machine", "python")}, **figures}
 

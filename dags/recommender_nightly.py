@@ -52,6 +52,10 @@ PARAMS = {
                      description="Absolute gate: candidate AUC must reach this. Empty: none."),
     "max_auc_drop": Param(CONFIG.eval.max_auc_drop, type=["null", "number"], minimum=0, maximum=1,
                           description="Relative gate: AUC may drop at most this below the served model."),
+    "min_lift_over_baseline": Param(CONFIG.eval.min_lift_over_baseline, type=["null", "number"],
+                                    minimum=-1, maximum=1,
+                                    description="Popularity floor: AUC must beat the training window's "
+                                                "item popularity by this. Empty: off."),
     "skip_push": Param(False, type="boolean", description="Evaluate but never push."),
     "force_push": Param(False, type="boolean",
                         description="Push even if NOT_BLESSED (requires force_reason)."),

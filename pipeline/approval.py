@@ -21,10 +21,12 @@ def approval_body(spec: dict, evaluation: dict) -> str:
     """What the approver reads: the refusal, the candidate against the served model, the reason."""
     ev = EvalResult.from_dict(evaluation)
     baseline = f"{ev.baseline_auc:.4f} (version {ev.baseline_version})" if ev.baseline_auc is not None else "none"
+    popularity = "none" if ev.popularity_auc is None else f"{ev.popularity_auc:.4f}"
     reasons = "\n".join(f"- {line}" for line in ev.reasons) or "- (none recorded)"
     return (f"**Forced push of the model trained for {spec['run_date']}** (run `{spec['run_id']}`)\n\n"
             f"The evaluation gate said **NOT_BLESSED**:\n{reasons}\n\n"
-            f"Candidate AUC {ev.candidate_auc:.4f}; served model AUC {baseline}.\n\n"
+            f"Candidate AUC {ev.candidate_auc:.4f}; served model AUC {baseline}; "
+            f"item popularity AUC {popularity}.\n\n"
             f"Reason given for forcing: *{spec.get('force_reason')}*\n\n"
             f"Report: `{ev.report_path}`")
 

@@ -58,4 +58,5 @@ def served_model_extra(run_date: str, evaluation: dict, pushed: dict) -> dict | 
         return None
     ev = EvalResult.from_dict(evaluation)
     return {"version": push.version, "run_date": run_date, "auc": ev.candidate_auc,
+            "popularity_auc": ev.popularity_auc,
             "blessed": ev.blessed, "reason": push.reason, "path": push.version_dir}

@@ -68,7 +68,7 @@ class ModelConfig:
     oov_buckets: int = 10
     embedding_dim: int = 128
     lstm_units: int = 64
-    image_units: tuple[int, ...] = (128, 64)
+    image_units: tuple[int, ...] | None = None   # trained image path; null: the architecture's own
     hidden_units: int = 256
     architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
     user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
@@ -76,7 +76,19 @@ class ModelConfig:
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     dropout: float = 0.1
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
+    item_stats: bool = False             # din: read the shown item's window click rate (measured worse)
+    wide_bias: bool = True               # din: per-item and per-user logit biases (the wide part)
+    bias_l2: float = 1.0                 # L2 on the looked-up bias rows (x SCALE^-2 on the bias: din.ScaledBias)
     serving_xla: bool | None = None      # XLA-compile the export's model part; null: where it pays
+
+    @property
+    def image_tower(self) -> tuple[int, ...]:
+        """din: one narrow layer (its fixed ImageCode carries the image's similarities; a wide
+        stack memorised the run's few thousand images, docs/training.md); reference: the seed's
+        128 -> 64."""
+        if self.image_units is not None:
+            return tuple(self.image_units)
+        return (128, 64) if self.architecture == "reference" else (16,)
 
     @property
     def xla_export(self) -> bool:
@@ -123,6 +135,7 @@ class TrainConfig:
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
     early_stopping_patience: int = 1     # epochs without a better val AUC before stopping
+    validations_per_epoch: int = 1       # validate (and may stop) this often per pass over the data
     backup_interval_s: float = 300.0     # back up at an epoch end this long after the last (0: every epoch)
     profile_steps: tuple[int, ...] = ()  # (first, last): TF profile of those steps, train/profile/worker-i
     xla_optimizer: bool = False          # XLA-compiled optimizer update (slower with lazy_adam: docs/benchmarks.md)
@@ -133,6 +146,7 @@ class EvalConfig:
     min_auc: float | None = 0.55
     max_log_loss: float | None = None
     max_auc_drop: float | None = 0.01     # candidate AUC may be at most this below baseline
+    min_lift_over_baseline: float | None = 0.01  # AUC must beat the window's item popularity by this
     drop_needs_significance: bool = True  # ...unless the paired bootstrap cannot tell them apart
     slices: tuple[str, ...] = ("category", "platform")
     min_slice_size: int = 100

@@ -70,7 +70,7 @@ def describe(summary: dict) -> str:
         f"    rows: {summary['train_examples']} train, {summary['eval_examples']} eval, "
         f"{summary['rejected_rows']} rejected",
         f"    AUC: candidate {fmt(summary['candidate_auc'])} vs baseline {fmt(summary['baseline_auc'])}"
-        f" (served version {summary['baseline_version']})",
+        f" (served version {summary['baseline_version']}), item popularity {fmt(summary.get('popularity_auc'))}",
         f"    blessing: {'BLESSED' if summary['blessed'] else 'NOT_BLESSED'}; gate: {summary['gate']}",
         f"    push: {'pushed' if summary['pushed'] else 'not pushed'} ({summary['push_reason']})",
         f"    served version now: {summary['served_version']} under {summary['served_path']}",

@@ -31,6 +31,7 @@ PARAM_TO_CONFIG = {
     "workers": "train.workers",
     "min_auc": "eval.min_auc",
     "max_auc_drop": "eval.max_auc_drop",
+    "min_lift_over_baseline": "eval.min_lift_over_baseline",
     "allow_backfill_push": "push.allow_backfill",
 }
 
@@ -203,6 +204,7 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
         "candidate_auc": ev.candidate_auc if ev else None,
         "baseline_auc": ev.baseline_auc if ev else None,
         "baseline_version": ev.baseline_version if ev else None,
+        "popularity_auc": ev.popularity_auc if ev else None,
         "blessed": ev.blessed if ev else None,
         "gate": gate_reason,
         "pushed": bool(pushed and pushed.pushed),

@@ -4,6 +4,13 @@ Fail closed. With no thresholds configured, TFX's Evaluator silently wrote no bl
 (tfx#5148) and people read the silence as "fine"; here the verdict is an explicit
 NOT_BLESSED that says why. The same holds when thresholds exist but none can be applied
 (only a baseline-relative one and no baseline yet): nothing was checked, so nothing is blessed.
+
+Two references: the served model (a candidate may not be worse than what serves now) and the
+training window's smoothed item popularity (a candidate must beat sorting by popularity, by
+eval.min_lift_over_baseline). The second catches what the first cannot: a model as poor as
+yesterday's, when yesterday's was already no better than popularity. TFX's Evaluator compares
+with a baseline model only; a trivial predictor scored on the same rows is the floor a learned
+ranker must clear.
 """
 from __future__ import annotations
 
@@ -27,12 +34,14 @@ class Verdict:
 
 
 def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] | None,
-           baseline_version: int | None, auc_diff: dict[str, Any] | None = None) -> Verdict:
-    """`auc_diff`: the paired user-bootstrap interval of candidate - baseline AUC, if computed."""
+           baseline_version: int | None, auc_diff: dict[str, Any] | None = None,
+           popularity: dict[str, Any] | None = None) -> Verdict:
+    """`auc_diff`: the paired user-bootstrap interval of candidate - baseline AUC, if computed;
+    `popularity`: the metrics of the training window's item popularity on the same rows."""
     v = Verdict(blessed=False)
-    if cfg.min_auc is None and cfg.max_log_loss is None and cfg.max_auc_drop is None:
-        v.reasons.append(f"{NO_THRESHOLDS} (eval.min_auc, eval.max_log_loss and eval.max_auc_drop "
-                         "are all null): refusing to bless")
+    if all(x is None for x in (cfg.min_auc, cfg.max_log_loss, cfg.max_auc_drop, cfg.min_lift_over_baseline)):
+        v.reasons.append(f"{NO_THRESHOLDS} (eval.min_auc, eval.max_log_loss, eval.max_auc_drop and "
+                         "eval.min_lift_over_baseline are all null): refusing to bless")
         return v
     if candidate["non_finite_predictions"]:
         v.reasons.append(f"candidate produced {candidate['non_finite_predictions']} non-finite predictions")
@@ -43,6 +52,8 @@ def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] 
     if cfg.max_log_loss is not None:
         _check(v, loss is not None and loss <= cfg.max_log_loss,
                f"log loss {_f(loss)} %s eval.max_log_loss {cfg.max_log_loss}", ("<=", "is above"))
+    if cfg.min_lift_over_baseline is not None:
+        _lift(v, cfg.min_lift_over_baseline, auc, (popularity or {}).get("auc"))
     if cfg.max_auc_drop is not None:
         if baseline is None:
             v.notes.append("no baseline (no model is served yet): eval.max_auc_drop not applied, "
@@ -73,6 +84,19 @@ def _relative(v: Verdict, cfg: EvalConfig, auc, base_auc, baseline_version, auc_
                         "indistinguishable from the served model")
         return
     _check(v, ok, claim, (">=", "is below"))
+
+
+def _lift(v: Verdict, lift: float, auc: float | None, popularity_auc: float | None) -> None:
+    """Fail closed: a lift that cannot be measured (no training-window events to fit popularity
+    on) is not a lift that held."""
+    if popularity_auc is None:
+        v.reasons.append("the popularity baseline could not be scored (no events in the training "
+                         "window): eval.min_lift_over_baseline cannot be checked")
+        return
+    floor = popularity_auc + lift
+    _check(v, auc is not None and auc >= floor and auc > popularity_auc,
+           f"AUC {_f(auc)} %s item popularity of the training window AUC {_f(popularity_auc)} "
+           f"+ eval.min_lift_over_baseline {lift} = {_f(floor)}", (">=", "is below"))
 
 
 def _check(v: Verdict, ok: bool, claim: str, words: tuple[str, str]) -> None:

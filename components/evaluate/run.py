@@ -22,7 +22,7 @@ from components.evaluate.data import EvalBatch, EvalData
 from pipeline import fsutil
 from pipeline.config import Config
 from pipeline.contracts import features as F
-from pipeline.contracts import rows, serving
+from pipeline.contracts import popularity, rows, serving
 from pipeline.contracts.evaluation import (
     BLESSED,
     BY_ID_PROBABILITY,
@@ -35,6 +35,7 @@ from pipeline.paths import RunPaths
 from pipeline.results import EvalResult
 
 log = logging.getLogger(__name__)
+POPULARITY = "popularity"       # the training window's smoothed item popularity, scored like a model
 
 
 
@@ -54,6 +55,9 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     scorers = {"candidate": Scorer(paths.model_dir, config.eval.batch_size)}
     if base_dir is not None:
         scorers["baseline"] = Scorer(base_dir, config.eval.batch_size)
+    window = popularity.of_window(paths)
+    if window is not None:
+        scorers[POPULARITY] = lambda inputs: window(inputs[F.ITEM_ID]).astype(np.float32)
 
     data = EvalData(paths, config.eval.slices, config.eval.batch_size)
     scored = _score(data, scorers, sample_size=max(config.push.warmup_requests, 8))
@@ -67,25 +71,29 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     probs = {name: scored[name] for name in scorers}
     cand = metrics.binary_metrics(label, probs["candidate"])
     base = metrics.binary_metrics(label, probs["baseline"]) if base_dir else None
+    pop = metrics.binary_metrics(label, probs[POPULARITY]) if POPULARITY in probs else None
     bootstrap = metrics.user_bootstrap(label, users, probs["candidate"], probs.get("baseline"),
                                        config.eval.bootstrap_samples, config.eval.seed) \
         if config.eval.bootstrap_samples else None
-    verdict = gate.decide(config.eval, cand, base, base_version, (bootstrap or {}).get("auc_diff"))
+    verdict = gate.decide(config.eval, cand, base, base_version, (bootstrap or {}).get("auc_diff"), pop)
     result = {
         "run_date": paths.ds, "run_id": paths.run_id, "eval_date": paths.eval_date.isoformat(),
         "candidate_dir": str(paths.model_dir), "candidate_digest": serving.tree_digest(paths.model_dir),
         "baseline_dir": str(base_dir) if base_dir else None, "baseline_version": base_version,
         "candidate": cand, "baseline": base, "deltas": metrics.deltas(cand, base),
+        POPULARITY: pop, "lift_over_popularity": _lift(cand, pop),
         "slices": metrics.slice_metrics(label, probs, scored["slices"], config.eval.min_slice_size),
         "bootstrap": bootstrap,
         "thresholds": {"min_auc": config.eval.min_auc, "max_log_loss": config.eval.max_log_loss,
-                       "max_auc_drop": config.eval.max_auc_drop},
+                       "max_auc_drop": config.eval.max_auc_drop,
+                       "min_lift_over_baseline": config.eval.min_lift_over_baseline},
         "rows_read": data.rows, "rejected": dict(data.rejected), rows.TRUNCATED: data.truncated,
         "verdict": verdict.to_dict(),
     }
     _publish(paths.eval_dir, result, scored["sample"], label, probs)
-    log.info("%s: candidate AUC %s, baseline AUC %s; %s", BLESSED if verdict.blessed else NOT_BLESSED,
-             cand["auc"], base and base["auc"], verdict.reasons or verdict.passed)
+    log.info("%s: candidate AUC %s, served model AUC %s, item popularity AUC %s; %s",
+             BLESSED if verdict.blessed else NOT_BLESSED, cand["auc"], base and base["auc"], pop and pop["auc"],
+             verdict.reasons or verdict.passed)
     return EvalResult(
         blessed=verdict.blessed,
         reasons=verdict.reasons if not verdict.blessed else verdict.passed,
@@ -95,7 +103,14 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
         baseline_auc=base["auc"] if base else None,
         baseline_version=base_version,
         examples=cand["count"],
+        popularity_auc=pop["auc"] if pop else None,
     )
+
+
+def _lift(cand: dict[str, Any], pop: dict[str, Any] | None) -> float | None:
+    if not pop or cand["auc"] is None or pop["auc"] is None:
+        return None
+    return cand["auc"] - pop["auc"]
 
 
 def _score(data: EvalData, scorers: dict, sample_size: int) -> dict[str, Any]:
@@ -153,7 +168,8 @@ def _publish(eval_dir: Path, result: dict[str, Any], sample: list[dict[str, Any]
     marker = BLESSED if verdict["blessed"] else NOT_BLESSED
     lines = verdict["passed"] if verdict["blessed"] else verdict["reasons"]
     (tmp / marker).write_text("\n".join([marker, *lines, *verdict["notes"]]) + "\n")
-    names = {"candidate": "candidate", "baseline": f"served v{result['baseline_version']}"}
+    names = {"candidate": "candidate", "baseline": f"served v{result['baseline_version']}",
+             POPULARITY: "item popularity"}
     curves = {names[k]: p for k, p in probs.items() if np.isfinite(p).all()}   # NaN breaks roc_curve
     report.plot_roc(tmp / "roc.png", label, curves)
     report.plot_calibration(tmp / "calibration.png", label, curves)

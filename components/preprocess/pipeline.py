@@ -3,7 +3,7 @@
     items ─ValidateItems─┬─ catalog index (side input) ──────────────────┐
                          ├─ item rows + impressions ─AnalyzeDataset─ transform_fn ─ WriteTransformFn
                          └─ TransformItems (once per item) ─ item table ─ WriteItemTable
-    events ─ValidateEvents(catalog)─┬─ CountImpressions (train only)
+    events ─ValidateEvents(catalog)─┬─ CountWindow (train only: impressions, clicks per item)
                                     └─ TransformEvents ─ GroupByShard ─ WriteShards ─ shard stats
 
 No join: an example references its items by item table row (pipeline/contracts/item_table.py),
@@ -73,10 +73,10 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     items = _items(p, "", inputs)
     catalog = beam.pvalue.AsSingleton(items.catalog | "IndexCatalog" >> beam.CombineGlobally(S.MergeCatalog()))
     events = _events(p, "", inputs, catalog)
-    impressions = (events.events | "CountImpressions" >> beam.Map(S.batch_impressions)
-                   | "SumImpressions" >> beam.CombineGlobally(S.SumCounts()))
-    analysis = items.items | "ItemAnalysisRows" >> beam.FlatMap(
-        S.analysis_rows, beam.pvalue.AsSingleton(impressions))
+    window = beam.pvalue.AsSingleton(
+        events.events | "CountWindow" >> beam.Map(S.batch_window_counts)
+        | "SumWindow" >> beam.CombineGlobally(S.SumCounts()))
+    analysis = items.items | "ItemAnalysisRows" >> beam.FlatMap(S.analysis_rows, window)
     with tft_beam.Context(temp_dir=out["tft_tmp"], force_tf_compat_v1=False):
         transform_fn = (analysis, _adapter_config()) | "AnalyzeItems" >> tft_beam.AnalyzeDataset(
             T.make_preprocessing_fn(config.model))
@@ -84,7 +84,7 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     ready = beam.pvalue.AsSingleton(written)
 
     table = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
-        S.TransformItems(out["transform"]), ready, catalog)
+        S.TransformItems(out["transform"]), ready, catalog, window)
     _ = table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
         os.path.join(out["examples"], IT.ITEM_TABLE), S.item_table_schema(config.model.title_len),
         num_shards=1, shard_name_template="")

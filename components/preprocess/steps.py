@@ -133,18 +133,22 @@ class SumCounts(beam.CombineFn):
         return acc
 
 
-def batch_impressions(batch: B.EventBatch) -> dict[int, int]:
-    """{item_id: events} of a training batch (eval events never feed the analysis)."""
+def batch_window_counts(batch: B.EventBatch) -> dict[int, np.ndarray]:
+    """{item_id: [impressions, clicks]} of a training batch: the analysis weights and the item
+    table's window statistics (contracts/item_table.py). Eval events never count."""
     if batch.split != "train":
         return {}
-    ids, counts = np.unique(batch.item_ids, return_counts=True)
-    return dict(zip(ids.tolist(), counts.tolist()))
+    ids, inverse = np.unique(batch.item_ids, return_inverse=True)
+    shown = np.bincount(inverse, minlength=len(ids))
+    clicks = np.bincount(inverse, weights=batch.labels, minlength=len(ids)).astype(np.int64)
+    return {i: np.array(pair, np.int64) for i, pair in zip(ids.tolist(), zip(shown, clicks, strict=True), strict=True)}
 
 
-def analysis_rows(items: B.ItemBatch, impressions: dict[int, int]):
+def analysis_rows(items: B.ItemBatch, counts: dict[int, np.ndarray]):
     """Every usable item, weighted by its training impressions (transform.py says why all)."""
     if len(items):
-        weights = np.array([impressions.get(i, 0) for i in items.item_ids.tolist()], dtype=np.float32)
+        weights = np.array([counts[i][0] if i in counts else 0 for i in items.item_ids.tolist()],
+                           dtype=np.float32)
         yield B.item_analysis_batch(items, weights)
 
 
@@ -182,33 +186,38 @@ class TransformItems(beam.DoFn):
     def __init__(self, transform_dir: str):
         self.transform_dir = transform_dir
 
-    def process(self, items: B.ItemBatch, _ready, catalog: rows.Catalog):
+    def process(self, items: B.ItemBatch, _ready, catalog: rows.Catalog, counts: dict[int, np.ndarray]):
         import tensorflow as tf
 
         loader = _loader(self.transform_dir, (*T.ITEM_INPUTS, F.ITEM_ID), T.ITEM_OUTPUTS)
         out = loader.apply_transform_model({F.TITLE: tf.constant(items.titles.astype(bytes)),
                                             F.IMAGE: tf.constant(items.images),
                                             F.ITEM_ID: tf.constant(items.item_ids)})
-        yield item_table_rows(items.item_ids, catalog.good, {k: v.numpy() for k, v in out.items()})
+        yield item_table_rows(items.item_ids, catalog.good, {k: v.numpy() for k, v in out.items()}, counts)
 
 
 def item_table_schema(title_len: int) -> pa.Schema:
     return pa.schema([(IT.ITEM_ID, pa.int64()), (IT.ROW, pa.int64()), (IT.EMBEDDING_ID, pa.int64()),
                       (IT.TITLE_IDS, pa.list_(pa.int64(), title_len)),
-                      (IT.IMAGE, pa.list_(pa.float32(), F.IMAGE_DIM))])
+                      (IT.IMAGE, pa.list_(pa.float32(), F.IMAGE_DIM)),
+                      (IT.SHOWN, pa.int64()), (IT.CLICKS, pa.int64())])
 
 
-def item_table_rows(item_ids: np.ndarray, catalog_ids: np.ndarray, out: dict[str, np.ndarray]) -> pa.Table:
-    """Transformed items as item-table rows (fixed-size lists: one flat buffer per column). An
-    item the merged catalog refused (an id used twice across chunks) gets no row."""
+def item_table_rows(item_ids: np.ndarray, catalog_ids: np.ndarray, out: dict[str, np.ndarray],
+                    counts: dict[int, np.ndarray]) -> pa.Table:
+    """Transformed items as item-table rows (fixed-size lists: one flat buffer per column), with
+    their training-window counts. An item the merged catalog refused (an id used twice across
+    chunks) gets no row."""
     def fixed(values: np.ndarray, arrow_type) -> pa.FixedSizeListArray:
         return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
 
     keep = np.isin(item_ids, catalog_ids)
     title_ids = out[F.TITLE_IDS][keep]
+    window = np.array([counts.get(i, (0, 0)) for i in item_ids[keep].tolist()], np.int64).reshape(-1, 2)
     return pa.table([pa.array(item_ids[keep], pa.int64()), pa.array(out[F.TARGET_ROW][keep], pa.int64()),
                      pa.array(out[F.TARGET_ID][keep], pa.int64()), fixed(title_ids, pa.int64()),
-                     fixed(np.asarray(out[F.IMAGE_Z][keep], np.float32), pa.float32())],
+                     fixed(np.asarray(out[F.IMAGE_Z][keep], np.float32), pa.float32()),
+                     pa.array(window[:, 0], pa.int64()), pa.array(window[:, 1], pa.int64())],
                     schema=item_table_schema(title_ids.shape[1]))
 
 

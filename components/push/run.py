@@ -150,6 +150,7 @@ def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, versi
         "tf_serving_flags": server_flags,
         "evaluation": {"blessed": evaluation["verdict"][0], "reasons": evaluation["verdict"][1],
                        "candidate_auc": metrics["candidate"]["auc"],
+                       "popularity_auc": (metrics.get("popularity") or {}).get("auc"),
                        "baseline_version": metrics["baseline_version"],
                        "metrics_path": str(paths.eval_dir / METRICS_FILE)},
     }

@@ -1,7 +1,7 @@
 """The run's item table: every usable item of the catalog snapshot once, with what the model
 reads of an item, keyed by a dense row index. No TensorFlow here.
 
-    examples/items/item_table.parquet     item_id, row, embedding_id, title_ids, image
+    examples/items/item_table.parquet     item_id, row, embedding_id, title_ids, image, shown, clicks
 
 Examples reference items by row (features.TARGET_ROW, HISTORY_ROWS); the content lives here
 once. Why a row index of its own, and not the item-id vocabulary's index: that vocabulary is
@@ -15,6 +15,10 @@ is 1 + the item's index in the catalog vocabulary, row 0 is padding, and an item
 does not know (a history item deleted from the catalog, or newer than the table) gets its one
 OOV row, n + 1. Training, the raw-feature signature and the by-id signature all take rows from
 that one graph. A row with no entry in the table (padding, OOV) reads as zeros: `dense` below.
+
+`shown` and `clicks` are the item's impressions and clicks over the run's training window (the
+rows preprocess kept; never the eval day): what popularity knows, for a model to read as a
+feature (`model.item_stats`, components/train/model/item_stats.py).
 """
 from __future__ import annotations
 
@@ -27,7 +31,8 @@ import pyarrow.parquet as pq
 ITEM_TABLE = "items/item_table.parquet"     # relative to the examples dir (and a staged dir)
 ITEM_ID, ROW, EMBEDDING_ID = "item_id", "row", "embedding_id"
 TITLE_IDS, IMAGE = "title_ids", "image"     # transformed (tf.Transform) content
-COLUMNS = (ITEM_ID, ROW, EMBEDDING_ID, TITLE_IDS, IMAGE)
+SHOWN, CLICKS = "shown", "clicks"           # the training window's impressions and clicks
+COLUMNS = (ITEM_ID, ROW, EMBEDDING_ID, TITLE_IDS, IMAGE, SHOWN, CLICKS)
 
 
 def record(rows: int, size: int, sha256: str) -> dict[str, Any]:
@@ -52,9 +57,16 @@ def dense(table: pa.Table) -> dict[str, np.ndarray]:
         values = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype).reshape(-1, width)
         out[name] = np.zeros((size, width), dtype)
         out[name][rows] = values
-    out[EMBEDDING_ID] = np.zeros(size, np.int64)
-    out[EMBEDDING_ID][rows] = table.column(EMBEDDING_ID).to_numpy()
+    for name, dtype in ((EMBEDDING_ID, np.int64), (SHOWN, np.float32), (CLICKS, np.float32)):
+        out[name] = np.zeros(size, dtype)
+        out[name][rows] = table.column(name).to_numpy()
     return out
+
+
+def window_rate(content: dict[str, np.ndarray]) -> float:
+    """The window's click rate over the table's items (what an item never shown is scored)."""
+    shown = float(content[SHOWN].sum())
+    return float(content[CLICKS].sum()) / shown if shown else 0.0
 
 
 def clip_row(size: int) -> int:

@@ -15,6 +15,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.contracts import features as F
+from pipeline.contracts.inputs import parquet_files
+from pipeline.paths import RunPaths
 
 PRIOR_WEIGHT = 20.0
 
@@ -50,3 +52,9 @@ def read_window(files: list) -> ItemPopularity:
     keep = pc.fill_null(pc.or_(pc.equal(label, 0), pc.equal(label, 1)), False)
     table = table.filter(keep)
     return ItemPopularity.fit(table.column(F.ITEM_ID).to_numpy(), table.column(F.LABEL).to_numpy())
+
+
+def of_window(paths: RunPaths) -> ItemPopularity | None:
+    """Fitted on the run's training window (never the eval day); None if it holds no event file."""
+    files = [f for day in paths.train_dates for f in parquet_files(paths.events_dir(day))]
+    return read_window(files) if files else None

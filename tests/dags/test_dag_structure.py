@@ -292,13 +292,13 @@ def test_assets_declared_and_the_served_model_only_announced_when_published(nigh
     # evaluate reads the served model: the asset is the DAG's own, so the Assets view lists it
     assert [a.name for a in nightly.get_task("evaluate").inlets] == ["reco_served_model"]
     evaluation = {"blessed": True, "reasons": [], "metrics_path": "m", "report_path": "r", "candidate_auc": 0.7,
-                  "baseline_auc": 0.69, "baseline_version": 3, "examples": 100}
+                  "baseline_auc": 0.69, "baseline_version": 3, "examples": 100, "popularity_auc": 0.61}
     refused = {"pushed": False, "reason": "backfill: served model has newer data"}
     assert assets.served_model_extra("2026-11-04", evaluation, refused) is None
     published = {"pushed": True, "reason": "BLESSED", "version": 4, "version_dir": "/srv/recommender/4"}
     assert assets.served_model_extra("2026-11-04", evaluation, published) == {
-        "version": 4, "run_date": "2026-11-04", "auc": 0.7, "blessed": True, "reason": "BLESSED",
-        "path": "/srv/recommender/4"}
+        "version": 4, "run_date": "2026-11-04", "auc": 0.7, "popularity_auc": 0.61, "blessed": True,
+        "reason": "BLESSED", "path": "/srv/recommender/4"}
 
 
 def test_forced_push_records_who_approved_it():

@@ -166,7 +166,7 @@ def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
     title = RowEmbedding(vocab.title, d, l2=cfg.embedding_l2, name="title_embedding")(title_ids)
     title = _masked_mean(title, tf.not_equal(title_ids, 0))
     image = inputs[F.IMAGE_Z]
-    for i, units in enumerate(cfg.image_units):
+    for i, units in enumerate(cfg.image_tower):
         image = keras.layers.Dense(units, activation="relu", name=f"image_dense_{i}")(image)
     content = keras.layers.Dense(d, name="item_content")(tf.concat([title, image], -1))
     code = ImageCode(name="image_code")(inputs[F.IMAGE_Z])
@@ -202,12 +202,51 @@ def scorer(cfg: ModelConfig, vocab) -> keras.Model:
             pooled = UserMemory(vocab.users, cfg.user_memory_weight, name="user_memory")(
                 history_code, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
             parts += [pooled * code, _dot(pooled, code)]
+    if cfg.item_stats:
+        parts.append(tf.cast(inputs[F.TARGET_STATS], item.dtype))
     parts += [RowEmbedding(len(F.PLATFORMS) + 1, 4, name="platform_embedding")(inputs[F.PLATFORM_ID]),
               RowEmbedding(25, 4, name="hour_embedding")(inputs[F.HOUR_ID])]
     z = tf.concat(parts, -1)
     z = keras.layers.Dense(cfg.hidden_units, activation="relu", name="hidden")(z)
     z = keras.layers.Dropout(cfg.dropout, name="dropout")(z)
     z = keras.layers.Dense(max(cfg.hidden_units // 4, 8), activation="relu", name="hidden_2")(z)
+    logit = keras.layers.Dense(1, dtype="float32", name="deep_logit")(z)
+    if cfg.wide_bias:
+        logit = logit + wide_logit(inputs, vocab, cfg)
+    if cfg.item_stats:
+        logit = logit + keras.layers.Dense(1, dtype="float32", name="popularity_logit")(inputs[F.TARGET_STATS])
     # float32 output even under mixed precision: a float16 sigmoid saturates (inf log loss).
-    out = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name=OUTPUT)(z)
+    out = keras.layers.Activation("sigmoid", dtype="float32", name=OUTPUT)(logit)
     return keras.Model(inputs=inputs, outputs=out, name=SCORER)
+
+
+@keras.saving.register_keras_serializable(package="reco_nightly")
+class ScaledBias(RowEmbedding):
+    """A per-id logit bias, read as SCALE x its one-wide embedding row.
+
+    The wide part: what LR on one-hot item and user learns, the item's own click propensity
+    (popularity) and the user's, added to the deep part's logit. Through the MLP the item
+    embedding can learn it too, but shares it with taste and pays the embedding penalty for it,
+    and Adam moves a row by about the learning rate per step it is touched: a tail item touched a
+    few dozen times an epoch would not reach its bias in the epochs a nightly run trains (the
+    same reason as UserMemory.SCALE). Its L2 (`model.bias_l2`, on the variable: SCALE^-2 of it on
+    the bias) is the smoothing towards "no bias", about as strong as the LR baseline's.
+    """
+
+    SCALE = 50.0
+
+    def __init__(self, input_dim: int, l2: float = 0.0, **kwargs):
+        kwargs.pop("output_dim", None)                  # get_config's, always 1
+        kwargs.setdefault("embeddings_initializer", "zeros")
+        super().__init__(input_dim, 1, l2=l2, **kwargs)
+
+    def call(self, inputs, training=None):
+        return self.SCALE * tf.cast(super().call(inputs, training=training), tf.float32)
+
+
+def wide_logit(inputs, vocab, cfg: ModelConfig):
+    """[B, 1]: the shown item's bias, plus the user's when the model reads users."""
+    out = ScaledBias(vocab.items, l2=cfg.bias_l2, name="item_bias")(inputs[F.TARGET_ID])
+    if cfg.user_buckets:
+        out = out + ScaledBias(vocab.users, l2=cfg.bias_l2, name="user_bias")(inputs[F.USER_BUCKET])
+    return out

@@ -42,7 +42,7 @@ def item_tower(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
                      name="title_embedding")(inputs[F.TITLE_IDS])
     t = keras.layers.LSTM(model_cfg.lstm_units, unroll=_unroll(model_cfg), name="title_lstm")(t)
     x = inputs[F.IMAGE_Z]
-    for i, units in enumerate(model_cfg.image_units):
+    for i, units in enumerate(model_cfg.image_tower):
         x = keras.layers.Dense(units, activation="relu", name=f"image_dense_{i}")(x)
     return keras.Model(inputs=inputs, outputs=keras.layers.Concatenate(name="concat")([t, x]), name=TOWER)
 

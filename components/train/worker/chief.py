@@ -147,7 +147,7 @@ def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> di
         "training_examples_per_s": round(t.examples_per_s, 2),
         "train_seconds": round(t.train_seconds, 2),
         "vocab_sizes": asdict(t.vocab),
-        "model": config.model.__dict__ | {"image_units": list(config.model.image_units)},
+        "model": config.model.__dict__ | {"image_units": list(config.model.image_tower)},
         "transform_dir": str(paths.transform_dir),
         "signatures": [export.SERVING_DEFAULT, export.SERVING_BY_ID, export.SERVING_EXAMPLES, export.REGRESS,
                        export.SERVING_TRANSFORMED, export.CORE_BATCH1],

@@ -39,11 +39,12 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from components.train.model.item_stats import item_stats
 from components.train.model.tower import (
     CALIBRATION,
+    EXAMPLE_IDS,
     HISTORY_CONTENT,
     SCORER,
-    SCORER_IDS,
     TARGET_CONTENT,
     TOWER,
     scorer_ids,
@@ -79,7 +80,7 @@ def raw_input_signature(names: tuple[str, ...] = F.RAW_SERVING_FEATURES) -> list
 
 
 ITEM_FEATURES = tuple(F.item_feature_spec(ModelConfig()))
-CORE_INPUTS = (*ITEM_FEATURES, F.HISTORY_ROWS, *SCORER_IDS)   # a request, transformed
+CORE_INPUTS = (*ITEM_FEATURES, F.HISTORY_ROWS, F.TARGET_ROW, *EXAMPLE_IDS)   # a request, transformed
 
 
 def _specs(model_cfg: ModelConfig, names, batch: int | None = None) -> list[tf.TensorSpec]:
@@ -139,6 +140,9 @@ class Scoring:
         self.vectors = tf.Variable(item_vectors(self.tower, content), trainable=False, name="item_vectors")
         self.in_table = tf.constant(content[IT.EMBEDDING_ID] > 0)      # rows the table holds
         self.last_row = IT.clip_row(len(content[IT.EMBEDDING_ID]))
+        # The shown item's window statistics by row (model/item_stats.py): an item newer than
+        # the table reads the last row, no impressions, i.e. the window's rate.
+        self.stats = tf.constant(item_stats(content[IT.SHOWN], content[IT.CLICKS], IT.window_rate(content)))
         jit = True if model_cfg.xla_export else None
         self.by_rows = tf.function(self._by_rows, jit_compile=jit)
         self.by_content = tf.function(self._by_content, jit_compile=jit)
@@ -147,6 +151,8 @@ class Scoring:
         return tf.gather(self.vectors, tf.minimum(rows, self.last_row))
 
     def _score(self, target, history, features):
+        target_rows = tf.minimum(features[F.TARGET_ROW], self.last_row)
+        features = {**features, F.TARGET_STATS: tf.gather(self.stats, target_rows)}
         p = self.scorer({TARGET_CONTENT: target, HISTORY_CONTENT: history,
                          **{k: features[k] for k in self.ids}}, training=False)
         return self.calibration(p, training=False)

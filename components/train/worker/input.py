@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from components.train.model.item_stats import item_stats
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
@@ -165,12 +166,17 @@ def item_content(path: str) -> dict[str, np.ndarray]:
 
 def join_items(content: dict[str, np.ndarray]):
     """(features with rows, label) -> (the model's inputs, label): the batch's distinct items'
-    title ids and image [U, ...] and each example's positions into them (see module doc)."""
+    title ids and image [U, ...], each example's positions into them (see module doc) and the
+    shown item's window statistics (model/item_stats.py)."""
     titles, images = tf.constant(content[IT.TITLE_IDS]), tf.constant(content[IT.IMAGE])
+    shown, clicks = tf.constant(content[IT.SHOWN]), tf.constant(content[IT.CLICKS])
+    rate = IT.window_rate(content)
     last = IT.clip_row(len(content[IT.TITLE_IDS]))
 
     def join(features, label):
         features = dict(features)
+        target = tf.minimum(features[F.TARGET_ROW], last)
+        features[F.TARGET_STATS] = item_stats(tf.gather(shown, target), tf.gather(clicks, target), rate)
         rows = tf.concat([features.pop(F.TARGET_ROW)[:, None], features.pop(F.HISTORY_ROWS)], axis=1)
         unique, index = tf.unique(tf.reshape(tf.minimum(rows, last), [-1]), out_idx=tf.int64)
         index = tf.reshape(index, tf.shape(rows))

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 # Variable -> the tf.Transform vocabulary file that numbers its rows (row = index + 1); the user
 # tables are hashed (fixed rows). The export's item vectors are not model variables: each run
 # computes its own from its item table.
-VOCAB_OF_TABLE = {"item_embedding/embeddings": F.ITEM_VOCAB,
+VOCAB_OF_TABLE = {"item_embedding/embeddings": F.ITEM_VOCAB, "item_bias/embeddings": F.ITEM_VOCAB,
                   "title_embedding/embeddings": F.TITLE_VOCAB}
 
 

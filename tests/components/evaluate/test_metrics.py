@@ -6,7 +6,11 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from components.evaluate import gate, metrics
-from pipeline.config import EvalConfig
+from pipeline.config import EvalConfig as _EvalConfig
+
+
+def EvalConfig(**kwargs):  # noqa: N802 - the gate's other rules, without the popularity floor
+    return _EvalConfig(**{"min_lift_over_baseline": None, **kwargs})
 
 
 def _scores(n=600, seed=0, signal=1.0):
@@ -68,6 +72,24 @@ def _m(auc, loss=0.4, bad=0):
 def test_gate_fails_closed_without_thresholds():
     v = gate.decide(EvalConfig(min_auc=None, max_log_loss=None, max_auc_drop=None), _m(0.99), _m(0.5), 1)
     assert not v.blessed and gate.NO_THRESHOLDS in v.reasons[0]
+
+
+def test_gate_refuses_a_candidate_that_does_not_beat_item_popularity_by_the_lift():
+    cfg = EvalConfig(min_auc=0.55, max_auc_drop=0.01, min_lift_over_baseline=0.01)
+    v = gate.decide(cfg, _m(0.70), _m(0.70), 3, popularity=_m(0.65))
+    assert v.blessed and any("item popularity" in p and ">= item popularity" in p for p in v.passed)
+    v = gate.decide(cfg, _m(0.655), _m(0.64), 3, popularity=_m(0.65))
+    assert not v.blessed and v.reasons == [
+        "AUC 0.6550 is below item popularity of the training window AUC 0.6500 "
+        "+ eval.min_lift_over_baseline 0.01 = 0.6600"]
+    # A lift of 0 still means "beat it": a tie with sorting by popularity is no model.
+    assert not gate.decide(EvalConfig(min_lift_over_baseline=0.0), _m(0.65), None, None, popularity=_m(0.65)).blessed
+    # Fail closed: the floor is set but popularity could not be scored.
+    v = gate.decide(cfg, _m(0.9), None, None, popularity=None)
+    assert not v.blessed and "popularity baseline could not be scored" in v.reasons[0]
+    # The floor alone is a threshold (no "no thresholds configured").
+    only = EvalConfig(min_auc=None, max_auc_drop=None, min_lift_over_baseline=0.0)
+    assert gate.decide(only, _m(0.7), None, None, popularity=_m(0.6)).blessed
 
 
 def test_gate_relative_only_and_no_baseline_fails_closed():

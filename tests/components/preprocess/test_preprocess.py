@@ -76,6 +76,15 @@ def test_the_item_table_holds_each_catalog_item_once_as_the_transform_makes_it(t
         np.testing.assert_array_equal(np.stack(values) if values.dtype == object else values, want[key])
     images = np.stack(table.column(IT.IMAGE).to_numpy(zero_copy_only=False))
     np.testing.assert_allclose(images, want[F.IMAGE_Z], rtol=1e-5, atol=1e-5)
+    # The training window's impressions and clicks per item (the eval day never counts).
+    files = [f for day in pp_paths.train_dates for f in sorted(pp_paths.events_dir(day).glob("*.parquet"))]
+    window = pq.read_table(files, columns=[F.ITEM_ID, F.LABEL]).group_by(F.ITEM_ID).aggregate(
+        [(F.LABEL, "count"), (F.LABEL, "sum")])
+    shown = dict(zip(window.column(F.ITEM_ID).to_pylist(), window.column(f"{F.LABEL}_count").to_pylist(), strict=True))
+    clicks = dict(zip(window.column(F.ITEM_ID).to_pylist(), window.column(f"{F.LABEL}_sum").to_pylist(), strict=True))
+    assert table.column(IT.SHOWN).to_pylist() == [shown.get(i, 0) for i in ids.tolist()]
+    assert table.column(IT.CLICKS).to_pylist() == [clicks.get(i, 0) for i in ids.tolist()]
+    assert sum(shown.values()) == pp_result.train_examples
     # The examples reference it: each example's target row is its item's row.
     got = read_split(pp_paths.examples_dir, "eval", tiny_config.model)
     row_of = dict(zip(table.column(IT.ROW).to_pylist(), table.column(IT.EMBEDDING_ID).to_pylist()))

@@ -28,7 +28,9 @@ def _export(root, cfg, core: bool = True):
     model = build_model(cfg, VocabSizes(title=30, items=40, users=11))
     rng = np.random.default_rng(0)
     content = {IT.TITLE_IDS: rng.integers(0, 30, (12, cfg.title_len)), IT.EMBEDDING_ID: np.arange(12) % 11,
-               IT.IMAGE: rng.normal(size=(12, F.IMAGE_DIM)).astype(np.float32)}
+               IT.IMAGE: rng.normal(size=(12, F.IMAGE_DIM)).astype(np.float32),
+               IT.SHOWN: rng.integers(0, 30, 12).astype(np.float32),
+               IT.CLICKS: rng.integers(0, 5, 12).astype(np.float32)}
     scoring = Scoring(model, content, cfg)
     module = tf.Module()
     module.model_variables, module.item_vectors = scoring.model_variables, scoring.vectors

@@ -36,8 +36,10 @@ def make_items(model: ModelConfig, title_vocab: int, items: int, seed: int = 99)
         t = rng.integers(1, model.title_len + 1)
         title[i, :t] = rng.integers(1, title_vocab, t)
     rows = np.arange(1, items, dtype=np.int64)
+    shown = rng.integers(0, 40, n)
     return {IT.ITEM_ID: rows + 1000, IT.ROW: rows, IT.EMBEDDING_ID: rows, IT.TITLE_IDS: title,
-            IT.IMAGE: rng.standard_normal((n, F.IMAGE_DIM)).astype(np.float32)}
+            IT.IMAGE: rng.standard_normal((n, F.IMAGE_DIM)).astype(np.float32),
+            IT.SHOWN: shown, IT.CLICKS: rng.binomial(shown, 0.2)}
 
 
 def write_item_table(path: Path, items: dict[str, np.ndarray]) -> None:
@@ -48,7 +50,8 @@ def write_item_table(path: Path, items: dict[str, np.ndarray]) -> None:
     pq.write_table(pa.table({IT.ITEM_ID: items[IT.ITEM_ID], IT.ROW: items[IT.ROW],
                              IT.EMBEDDING_ID: items[IT.EMBEDDING_ID],
                              IT.TITLE_IDS: fixed(items[IT.TITLE_IDS], pa.int64()),
-                             IT.IMAGE: fixed(items[IT.IMAGE], pa.float32())}), path)
+                             IT.IMAGE: fixed(items[IT.IMAGE], pa.float32()),
+                             IT.SHOWN: items[IT.SHOWN], IT.CLICKS: items[IT.CLICKS]}), path)
 
 
 def make_rows(n: int, model: ModelConfig, images: np.ndarray, item_vocab: int, seed: int) -> dict[str, np.ndarray]:

@@ -118,7 +118,7 @@ def write_item_table(items: list[dict], transform_dir: Path, out_dir: Path) -> N
         F.IMAGE: tf.constant(np.stack([it[F.IMAGE] for it in items])),
         F.ITEM_ID: tf.constant(ids)})
     (out_dir / IT.ITEM_TABLE).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(item_table_rows(ids, ids, out), out_dir / IT.ITEM_TABLE)
+    pq.write_table(item_table_rows(ids, ids, out, {}), out_dir / IT.ITEM_TABLE)   # no window counts
 
 
 def read_in_raw_order(split_dir: Path, transform_dir: Path, raw: list[dict], model_cfg: ModelConfig):

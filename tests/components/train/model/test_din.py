@@ -85,10 +85,11 @@ def test_serving_function_matches_the_model_plain_and_xla(model, serving_xla):
 
 def test_training_calls_carry_the_row_penalties_and_inference_calls_none(model):
     """`training=True` reaches every layer of both parts: the title, item (target and history)
-    and user rows are penalised beside the user memory's fitting loss; a plain call adds no loss."""
+    and user rows (and the wide part's item and user bias rows) are penalised beside the user
+    memory's fitting loss; a plain call adds no loss."""
     batch = _batch(4, DIN, VOCAB)
     model(batch, training=True)
-    assert len(model.losses) == 5 and all(float(loss) >= 0 for loss in model.losses)
+    assert len(model.losses) == 5 + 2 * DIN.wide_bias and all(float(loss) >= 0 for loss in model.losses)
     model(batch)
     assert model.losses == []
 
@@ -216,3 +217,16 @@ def test_the_reference_architecture_has_no_image_code():
 
     reference = build_model(dataclasses.replace(DIN, architecture="reference"), VOCAB)
     assert not fit_image_code(reference, np.zeros((10, F.IMAGE_DIM), np.float32))
+
+
+def test_the_window_statistics_move_the_prediction_and_the_export_reads_them_by_row():
+    """`model.item_stats`: the shown item's popularity reaches the logit, and scoring by
+    reference (the export) reads the same numbers from the item table that the join gave."""
+    cfg = dataclasses.replace(DIN, item_stats=True)
+    model = build_model(cfg, VOCAB)
+    batch = _batch(3, cfg, VOCAB)
+    other = {**batch, F.TARGET_STATS: batch[F.TARGET_STATS] + np.float32(2.0)}
+    assert np.abs(model(other).numpy() - model(batch).numpy()).max() > 1e-6
+    content, features = by_reference(batch)
+    np.testing.assert_allclose(Scoring(model, content, cfg).by_rows(features).numpy(), model(batch).numpy(),
+                               atol=1e-5)

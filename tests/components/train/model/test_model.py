@@ -16,11 +16,21 @@ TINY = ModelConfig(title_len=6, history_len=9, embedding_dim=8, lstm_units=8,
                    item_vocab_size=40, oov_buckets=2, user_buckets=20, architecture="reference")
 
 
+def _window_counts(items: int) -> tuple[np.ndarray, np.ndarray]:
+    """Impressions and clicks of items 0..items-1 (fixed, so the table by_reference builds agrees)."""
+    u = np.arange(items, dtype=np.float32)
+    return 3 * u + 1, u % 3
+
+
 def _batch(n, cfg=TINY, vocab=VocabSizes.from_config(TINY)):
     """Every model input of a joined batch (see model/tower.py): 2n distinct items, the shown
     item i is item i, the history draws from all of them."""
+    from components.train.model.item_stats import item_stats
+
     rng = np.random.default_rng(0)
-    return {F.TITLE_IDS: rng.integers(0, vocab.title, (2 * n, cfg.title_len)),
+    shown, clicks = _window_counts(2 * n)
+    stats = item_stats(shown[:n], clicks[:n], float(clicks.sum() / shown.sum())).numpy()
+    return {F.TITLE_IDS: rng.integers(0, vocab.title, (2 * n, cfg.title_len)), F.TARGET_STATS: stats,
             F.IMAGE_Z: rng.standard_normal((2 * n, F.IMAGE_DIM)).astype(np.float32),
             F.TARGET_INDEX: np.arange(n), F.HISTORY_INDEX: rng.integers(0, 2 * n, (n, cfg.history_len)),
             F.HISTORY_IDS: rng.integers(0, vocab.items, (n, cfg.history_len)),
@@ -39,6 +49,8 @@ def by_reference(batch: dict) -> tuple[dict, dict]:
                IT.IMAGE: np.concatenate([np.zeros((1, F.IMAGE_DIM), np.float32), batch[F.IMAGE_Z],
                                          np.zeros((1, F.IMAGE_DIM), np.float32)]),
                IT.EMBEDDING_ID: np.r_[0, np.arange(1, items + 1), 0]}
+    shown, clicks = _window_counts(items)
+    content.update({IT.SHOWN: np.r_[0, shown, 0].astype(np.float32), IT.CLICKS: np.r_[0, clicks, 0].astype(np.float32)})
     rows = np.where(batch[F.HISTORY_IDS] > 0, batch[F.HISTORY_INDEX] + 1, 0)
     features = {F.TARGET_ROW: batch[F.TARGET_INDEX] + 1, F.HISTORY_ROWS: rows,
                 **{k: batch[k] for k in (F.HISTORY_IDS, F.TARGET_ID, F.USER_BUCKET, F.PLATFORM_ID, F.HOUR_ID)}}
