@@ -21,7 +21,7 @@ from airflow.sdk import (
 )
 from airflow.sdk.exceptions import AirflowFailException
 
-from pipeline import assets
+from pipeline import alerts, assets
 from pipeline import orchestration as orch
 from pipeline.approval import ForcedPushApproval
 from pipeline.config import load_config
@@ -69,8 +69,7 @@ def _log_failure(context, retrying: bool = False) -> None:
     """One clear line for on-call on every failed try: which run, task, try, what broke, and
     whether Airflow retries it."""
     ti = context["ti"]
-    log.error("RECO FAILED dag=%s run=%s task=%s try=%s%s: %s", ti.dag_id, ti.run_id, ti.task_id,
-              ti.try_number, " (will retry)" if retrying else "", context.get("exception"))
+    log.error(alerts.failure_line(ti.dag_id, ti.run_id, ti.task_id, ti.try_number, retrying, context.get("exception")))
 
 
 def _log_retry(context) -> None:

@@ -97,12 +97,28 @@ def data_date(params: dict, logical_date: dt.datetime | None, run_after: dt.date
     raise ParamError("param 'run_date': no run date, data interval, logical date or run_after to derive it from")
 
 
+def _refuse_incomplete_day(run_date: dt.date, params: dict, logical_date, run_after, timezone: str) -> None:
+    """A run_date that has not ended yet (in the schedule's zone, when the run was triggered)
+    would wait, holding its run slot, for data that cannot have landed: refuse it now, naming the
+    last day that can run. Yesterday is complete even before the nightly run's hour: its data may
+    still be landing, which the data-landed wait is for."""
+    triggered = run_after or logical_date
+    if not params.get("run_date") or triggered is None:
+        return
+    last = triggered.astimezone(ZoneInfo(timezone)).date() - dt.timedelta(days=1)
+    if run_date > last:
+        raise ParamError(f"param 'run_date': {run_date} is not a complete day yet; the last complete day "
+                         f"is {last} (run_date {last} or earlier)")
+
+
 def resolve_run(params: dict, logical_date, run_after, run_id: str, data_interval_start=None) -> RunSpec:
     """Check the form's params and turn them into a RunSpec, before any work is done."""
     unknown = sorted(set(params) - RUN_PARAMS)
     if unknown:
         raise ParamError(f"unknown param(s) {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(RUN_PARAMS))}")
-    run_date = data_date(params, logical_date, run_after, data_interval_start, load_config().schedule.timezone)
+    timezone = load_config().schedule.timezone
+    run_date = data_date(params, logical_date, run_after, data_interval_start, timezone)
+    _refuse_incomplete_day(run_date, params, logical_date, run_after, timezone)
     if params.get("force_push") and not (params.get("force_reason") or "").strip():
         raise ParamError("param 'force_reason': required when force_push is true")
     if params.get("force_push") and params.get("skip_push"):

@@ -5,7 +5,7 @@
 #   - no log servers: `airflow standalone` would start them on every interface; with one machine
 #     the UI reads task logs from $AIRFLOW_HOME/logs directly;
 #   - a real login: the simple auth manager with one admin whose generated password is in the
-#     file printed below (never "everyone is admin");
+#     file printed below, readable by its owner only (never "everyone is admin");
 #   - executor parallelism sized to the machine's cores, not Airflow's 32;
 #   - Ctrl-C or SIGTERM stops every process it started (each runs in this script's process group).
 #     Started in the background by a non-interactive shell, SIGINT arrives ignored and bash
@@ -31,6 +31,11 @@ export AIRFLOW__API__WORKERS="${AIRFLOW__API__WORKERS:-1}"
 
 reco_airflow_init
 
+# Owner-only: the generated password file (Airflow would write it 0644) and the component logs
+# (the api-server prints a newly generated password there). An empty file is a valid one.
+private() { [ -e "$1" ] || install -m 600 /dev/null "$1"; chmod 600 "$1"; }
+private "$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"
+
 pids=()
 stop() {
   trap - INT TERM EXIT
@@ -52,6 +57,7 @@ trap stop INT TERM EXIT
 mkdir -p "$AIRFLOW_HOME/logs"
 start() {  # name, then the airflow command
   local name="$1"; shift
+  private "$AIRFLOW_HOME/logs/$name.log"
   airflow "$@" >"$AIRFLOW_HOME/logs/$name.log" 2>&1 &
   pids+=("$!")
 }

@@ -5,11 +5,13 @@
   python -m components.push rollback --reason TEXT [--to-version N] [--config FILE]
 
 Exit status 0 when a version was pushed / restored, 3 when the push was skipped (not blessed,
-backfill), 1 on error.
+backfill), 2 when it was refused for a reason named on one line (nothing to roll back to, a full
+volume, a failed verification), 1 on any other error.
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from pipeline.cli import (
@@ -42,14 +44,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()
 
-    from components.push import rollback, run
+    from components.push import PushError, RollbackError, rollback, run
+    from components.push.publish import PublishError
+    from pipeline.fsutil import DiskFullError
 
-    if args.command == "push":
-        flags = {"push.force": args.force or None, "push.force_reason": args.reason,
-                 "push.allow_backfill": args.allow_backfill}
-        result = run_mirrored(run, *load_run(args, {k: v for k, v in flags.items() if v is not None}))
-    else:
-        result = rollback(load_args_config(args), args.reason, args.to_version)
+    try:
+        if args.command == "push":
+            flags = {"push.force": args.force or None, "push.force_reason": args.reason,
+                     "push.allow_backfill": args.allow_backfill}
+            result = run_mirrored(run, *load_run(args, {k: v for k, v in flags.items() if v is not None}))
+        else:
+            result = rollback(load_args_config(args), args.reason, args.to_version)
+    except (PushError, PublishError, RollbackError, DiskFullError) as err:
+        logging.getLogger("components.push").error("%s refused: %s: %s", args.command, type(err).__name__, err)
+        return 2
     emit_result(result, args)
     return 0 if result.pushed or args.command == "push" and args.exit_zero else SKIPPED_EXIT
 

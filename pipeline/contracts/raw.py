@@ -1,8 +1,12 @@
 """The raw tables' Arrow types, with the encodings that mean the same thing, and one normaliser.
 
 Writers differ in how they spell a type: pandas >= 3 and Polars write `large_string` and
-`large_list`, pandas may dictionary-encode strings, timestamps come in s/ms/us/ns and with
-"UTC", "+00:00" or "Etc/UTC", integers in any width. Those are the same logical columns, so
+`large_list`, pandas may dictionary-encode strings and writes float lists as `list<double>`,
+Polars and other writers give a fixed-width feature as `fixed_size_list<float>[2048]`,
+timestamps come in s/ms/us/ns and with "UTC", "+00:00" or "Etc/UTC", integers in any width.
+Those are the same logical columns (a float image cast to float32 keeps every finite value a
+float32 can hold; a value beyond it becomes infinite, and the row rules refuse non-finite
+images), so
 they are accepted everywhere raw data is read; `normalize` casts them to one canonical type
 before any row rule runs. What differs logically (a float label, a naive timestamp, a string
 id) is still refused, naming table, partition, file and column.
@@ -42,7 +46,8 @@ def _logical(typ: pa.DataType) -> pa.DataType:
         return _logical(typ.value_type)
     if pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
         return pa.string()
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_list_view(typ):
+    if (pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_list_view(typ)
+            or pa.types.is_fixed_size_list(typ)):
         return pa.list_(_logical(typ.value_type))
     if pa.types.is_timestamp(typ):
         tz = "UTC" if typ.tz and typ.tz.lower() in _UTC_NAMES else typ.tz
@@ -53,6 +58,8 @@ def _logical(typ: pa.DataType) -> pa.DataType:
 def _same_kind(found: pa.DataType, want: pa.DataType) -> bool:
     if pa.types.is_integer(want):        # any width whose every value fits int64 (not uint64)
         return pa.types.is_signed_integer(found) or (pa.types.is_unsigned_integer(found) and found.bit_width < 64)
+    if want.equals(pa.float32()):        # a feature vector: any float width (pandas writes double)
+        return pa.types.is_floating(found)
     return found.equals(want)
 
 

@@ -97,6 +97,19 @@ def test_resolve_run_refuses_bad_params_naming_them(params, message):
         orch.resolve_run(params, pendulum.datetime(2026, 11, 4, tz="UTC"), None, "manual__x")
 
 
+def test_a_run_date_after_the_last_complete_day_is_refused_naming_that_day():
+    """Triggered on 12-04 at 06:09: the last complete interval starts 12-03; 12-10 would wait a
+    week for its data, holding the run slot."""
+    start, after = pendulum.datetime(2026, 12, 3, 2, tz="UTC"), pendulum.datetime(2026, 12, 4, 6, 9, tz="UTC")
+    with pytest.raises(orch.ParamError, match=r"param 'run_date': 2026-12-10 is not a complete day yet; "
+                                              r"the last complete day is 2026-12-03"):
+        orch.resolve_run({"run_date": "2026-12-10"}, after, after, "manual__x", start)
+    with pytest.raises(orch.ParamError, match="2026-12-04 is not a complete day"):
+        orch.resolve_run({"run_date": "2026-12-04"}, after, after, "manual__x", start)
+    for day in ("2026-12-03", "2026-11-01"):          # the last complete day, and a backfill
+        assert orch.resolve_run({"run_date": day}, after, after, "manual__x", start).run_date == day
+
+
 def test_data_date_falls_back_from_param_to_data_interval_to_logical_date_to_run_after():
     logical, after = pendulum.datetime(2026, 11, 4, 2, tz="UTC"), pendulum.datetime(2026, 11, 9, 12, tz="UTC")
     start = pendulum.datetime(2026, 11, 3, 2, tz="UTC")

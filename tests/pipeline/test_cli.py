@@ -82,7 +82,8 @@ def test_a_step_cli_mirrors_to_the_artifact_store_like_a_dag_task(tmp_path):
 
     store = f"memory://reco-cli-{uuid.uuid4().hex[:8]}"
     generate_raw(make_tiny_config(tmp_path))
-    sets = [f"{k}={v}" for k, v in {**tiny_overrides(tmp_path), "data.artifact_store": store}.items()]
+    sets = [f"{k}={v if isinstance(v, str) else json.dumps(v)}"     # YAML values: None is null
+            for k, v in {**tiny_overrides(tmp_path), "data.artifact_store": store}.items()]
     argv = ["--date", RUN_DATE.isoformat(), "--run-id", "pod", *[a for s in sets for a in ("--set", s)]]
     assert main(argv) == 0
     listing = storage.listing(f"{store}/runs/{RUN_DATE.isoformat()}/pod/validation") or {}

@@ -5,6 +5,7 @@ reads the script's output any more)."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 import psutil
@@ -59,6 +60,10 @@ def test_make_airflow_listens_on_loopback_requires_login_and_refuses_bad_conf(li
     assert requests.get(f"{airflow.url}/api/v2/dags", timeout=10).status_code == 401   # no login, no API
     assert airflow.login(password="wrong").status_code == 401
     assert airflow.login().status_code == 201
+    # A shared machine's other users can read neither the passwords nor the log that prints a new one.
+    for private in (airflow.home / "simple_auth_manager_passwords.json.generated",
+                    airflow.home / "logs" / "api-server.log"):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600, private
     assert airflow.api("GET", "/dags").status_code == 200
 
     # A conf value outside a Param's schema is refused at trigger time: no run is created.

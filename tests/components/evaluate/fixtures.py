@@ -46,10 +46,9 @@ class Runs:
         self.root, self.raw, self.standins = root, raw, standins
 
     def config(self, **overrides):
-        # The stand-ins are test doubles of the serving contract, not rankers: the popularity
-        # floor is off here and tested on a really trained model (test_popularity_gate.py).
-        return make_tiny_config(self.root, **{"data.raw_root": str(self.raw), "eval.min_lift_over_baseline": None,
-                                              **overrides})
+        # The popularity floor is off (tests/conftest.py TINY): the stand-ins are test doubles of
+        # the serving contract, not rankers; test_popularity_gate.py trains a real one.
+        return make_tiny_config(self.root, **{"data.raw_root": str(self.raw), **overrides})
 
     def make(self, date: dt.date, model: str | None = "good", run_id: str = "r1", **overrides):
         from pipeline.paths import RunPaths

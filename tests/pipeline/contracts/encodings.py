@@ -33,3 +33,21 @@ def large_types(table: pa.Table, path) -> None:
 
 def with_pandas(table: pa.Table, path) -> None:
     table.to_pandas().to_parquet(path, index=False)
+
+
+def pandas_float_lists(table: pa.Table, path) -> None:
+    """A pandas frame built from Python lists: float lists become `list<double>` (pandas' default)."""
+    frame = table.to_pandas()
+    if F.IMAGE in frame:
+        frame[F.IMAGE] = [None if v is None else [float(x) for x in v] for v in frame[F.IMAGE]]
+    frame.to_parquet(path, index=False)
+    if F.IMAGE in frame:
+        assert pq.read_schema(path).field(F.IMAGE).type.value_type == pa.float64()
+
+
+def fixed_size_images(table: pa.Table, path) -> None:
+    """The image as Arrow's fixed-width type, `fixed_size_list<float>[2048]` (Polars' Array)."""
+    if F.IMAGE in table.column_names:
+        i = table.column_names.index(F.IMAGE)
+        table = table.set_column(i, F.IMAGE, table.column(i).cast(pa.list_(pa.float32(), F.IMAGE_DIM)))
+    pq.write_table(table, path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -14,7 +15,13 @@ from pipeline.contracts import features as F
 from pipeline.contracts import raw
 from pipeline.paths import RunPaths
 from tests.conftest import RUN_DATE, make_tiny_config
-from tests.pipeline.contracts.encodings import large_types, rewrite, with_pandas
+from tests.pipeline.contracts.encodings import (
+    fixed_size_images,
+    large_types,
+    pandas_float_lists,
+    rewrite,
+    with_pandas,
+)
 
 
 @pytest.mark.parametrize("found", [
@@ -34,6 +41,9 @@ def test_timestamp_units_and_utc_spellings(found):
     (pa.large_list(pa.int64()), pa.list_(pa.int64())),
     (pa.list_(pa.field("element", pa.int32())), pa.list_(pa.int64())),
     (pa.large_list(pa.float32()), pa.list_(pa.float32())),
+    (pa.list_(pa.float64()), pa.list_(pa.float32())),                  # pandas' float lists
+    (pa.list_(pa.float32(), F.IMAGE_DIM), pa.list_(pa.float32())),     # Polars' fixed-width arrays
+    (pa.large_list(pa.float64()), pa.list_(pa.float32())),
     (pa.int64(), pa.int32()), (pa.int16(), pa.int64())])
 def test_lists_and_integer_widths(found, want):
     assert raw.type_problem(found, want) is None
@@ -43,19 +53,23 @@ def test_lists_and_integer_widths(found, want):
     (pa.float64(), pa.int64(), "expected int64"),
     (pa.timestamp("us"), raw.EVENT_TYPES[F.EVENT_TS], "no time zone"),
     (pa.timestamp("us", tz="Europe/Paris"), raw.EVENT_TYPES[F.EVENT_TS], "Europe/Paris"),
-    (pa.list_(pa.float64()), pa.list_(pa.float32()), "expected list"),
+    (pa.list_(pa.int64()), pa.list_(pa.float32()), "expected list"),
+    (pa.list_(pa.string()), pa.list_(pa.float32()), "expected list"),
     (pa.uint64(), pa.int64(), "expected int64"),          # values past 2^63 would not fit
     (pa.int64(), pa.string(), "expected string")])
 def test_logically_different_types_are_refused(found, want, says):
     assert says in raw.type_problem(found, want)
 
 
-@pytest.mark.parametrize("write", [large_types, with_pandas], ids=["pyarrow-large-types", "pandas"])
+@pytest.mark.parametrize("write", [large_types, with_pandas, pandas_float_lists, fixed_size_images],
+                         ids=["pyarrow-large-types", "pandas", "pandas-float64-images", "fixed-size-images"])
 def test_validate_and_evaluate_read_equivalent_files(tiny_config, raw_data, tmp_path, write):
     config = make_tiny_config(tmp_path, **{"data.raw_root": str(tmp_path / "raw")})
     rewrite(tiny_config.data.raw_root, config.data.raw_root, write)
-    schema = pq.read_schema(next(config.data.raw_root.glob("events/*/*.parquet")))
-    assert schema.field(F.EVENT_ID).type != pa.string()                 # really another encoding
+    events = pq.read_schema(next(config.data.raw_root.glob("events/*/*.parquet")))
+    items = pq.read_schema(next(config.data.raw_root.glob("items/*/*.parquet")))
+    assert (events.field(F.EVENT_ID).type != pa.string()                 # really another encoding
+            or not items.field(F.IMAGE).type.equals(raw.ITEM_TYPES[F.IMAGE]))
     paths = RunPaths.for_run(config, RUN_DATE, "types")
     result = validate.run(config, paths)
     assert sum(result.rows.values()) == sum(d.events for d in raw_data.days)
@@ -84,3 +98,14 @@ def test_a_truncated_file_is_named_not_a_traceback(tiny_config, raw_data, tmp_pa
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(validate.ValidationError, match=f"{path.name}: not a readable Parquet file"):
         validate.run(config, RunPaths.for_run(config, RUN_DATE, "truncated"))
+
+
+def test_float64_images_are_cast_and_a_value_no_float32_holds_is_refused_as_not_finite():
+    from pipeline.contracts import rows
+
+    good, huge = [0.25] * F.IMAGE_DIM, [0.25] * (F.IMAGE_DIM - 1) + [1e300]
+    table = pa.table({F.ITEM_ID: [1, 2], F.TITLE: ["a", "b"], F.CATEGORY: ["c", "c"], F.PRICE: [1.0, 2.0],
+                      F.IMAGE: pa.array([good, huge], pa.list_(pa.float64()))})
+    checked = rows.check_items(table)
+    assert checked.images.dtype == np.float32 and checked.images[0, 0] == np.float32(0.25)
+    assert checked.reasons.tolist() == ["", "image_not_finite"]      # "" = kept
