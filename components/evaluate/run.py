@@ -31,6 +31,7 @@ from pipeline.contracts.evaluation import (
     REPORT_FILE,
     SAMPLE_FILE,
 )
+from pipeline.contracts.inputs import ValidationError
 from pipeline.paths import RunPaths
 from pipeline.results import EvalResult
 
@@ -62,6 +63,10 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     data = EvalData(paths, config.eval.slices, config.eval.batch_size)
     scored = _score(data, scorers, sample_size=max(config.push.warmup_requests, 8))
     label, users = scored["label"], scored["user"]
+    problem = rows.rejected_fraction_problem("eval", data.rows, dict(data.rejected),
+                                             config.preprocess.max_rejected_fraction)
+    if problem and data.rows:       # no rows at all is the EvalError below
+        raise ValidationError([f"evaluate: {problem}"])
     if not len(label):
         raise EvalError(f"no usable eval rows for {paths.eval_date}: rejected {dict(data.rejected)}")
     if label.min() == label.max():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.contracts.rows import EVENT_REASONS, ITEM_REASONS, TRUNCATED
+from pipeline.contracts.rows import EVENT_REASONS, ITEM_REASONS, TRUNCATED, rejected_fraction_problem
 
 
 def row_report(counts: dict[str, int], max_fraction: float) -> dict[str, Any]:
@@ -22,12 +22,9 @@ def row_report(counts: dict[str, int], max_fraction: float) -> dict[str, Any]:
                          "rejected_fraction": fraction, TRUNCATED: counts.get(f"{split}:{TRUNCATED}", 0)}
         for reason, n in rejected.items():
             total[reason] = total.get(reason, 0) + n
-        if rows == 0:
-            problems.append(f"{split} split has no events")
-        elif fraction > max_fraction:
-            detail = ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
-            problems.append(f"{split} split: {fraction:.2%} of {rows} events rejected ({detail}), "
-                            f"above preprocess.max_rejected_fraction={max_fraction:.2%}")
+        problem = rejected_fraction_problem(split, rows, rejected, max_fraction)
+        if problem:
+            problems.append(problem)
     items = {r: counts[f"items:{r}"] for r in ITEM_REASONS if counts.get(f"items:{r}")}
     return {
         "max_rejected_fraction": max_fraction,

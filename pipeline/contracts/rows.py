@@ -181,3 +181,16 @@ def check_events(table: pa.Table, catalog: Catalog) -> CheckedEvents:
     offsets, hist, truncated = keep_recent(offsets, hist, F.MAX_HISTORY)
     return CheckedEvents(np.asarray(event_ids.to_pylist(), dtype=object), items, labels, reasons,
                          offsets, hist, truncated, table)
+
+
+def rejected_fraction_problem(split: str, rows: int, rejected: dict[str, int], max_fraction: float) -> str | None:
+    """The one bound on rejected rows, for preprocess (per split) and evaluate (the eval day, also
+    when it runs alone): None when within `preprocess.max_rejected_fraction`, else what is wrong."""
+    if rows == 0:
+        return f"{split} split has no events"
+    fraction = sum(rejected.values()) / rows
+    if fraction <= max_fraction:
+        return None
+    detail = ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
+    return (f"{split} split: {fraction:.2%} of {rows} events rejected ({detail}), "
+            f"above preprocess.max_rejected_fraction={max_fraction:.2%}")

@@ -48,7 +48,10 @@ class Runs:
     def config(self, **overrides):
         # The popularity floor is off (tests/conftest.py TINY): the stand-ins are test doubles of
         # the serving contract, not rankers; test_popularity_gate.py trains a real one.
-        return make_tiny_config(self.root, **{"data.raw_root": str(self.raw), **overrides})
+        # The malformed day plants 6 % bad rows to test how the gate skips them; the DAG's
+        # preprocess (and evaluate alone) would refuse it at the default 1 % bound.
+        return make_tiny_config(self.root, **{"data.raw_root": str(self.raw),
+                                              "preprocess.max_rejected_fraction": 0.1, **overrides})
 
     def make(self, date: dt.date, model: str | None = "good", run_id: str = "r1", **overrides):
         from pipeline.paths import RunPaths

@@ -122,3 +122,16 @@ def test_a_short_batch_is_padded_to_the_one_batch_shape_and_the_padding_dropped(
     assert seen == [8] and got.shape == (3,)
     np.testing.assert_allclose(got, plain(rows), atol=1e-6)
     assert len(set(np.round(got, 6))) == 3      # distinct rows, not the repeated padding row
+
+
+def test_evaluate_alone_applies_preprocess_rejected_fraction_bound(runs):
+    """The CLI, a backfill or a rerun calls evaluate without preprocess: a day with 6 % malformed
+    rows is refused by the same bound, naming the fraction and the reasons, not scored and BLESSED."""
+    from pipeline.contracts.inputs import ValidationError
+
+    config, paths = runs.make(MALFORMED_DAY, **{"preprocess.max_rejected_fraction": 0.01})
+    with pytest.raises(ValidationError) as err:
+        run(config, paths)
+    (problem,) = err.value.problems
+    assert problem.startswith("evaluate: eval split: ") and "above preprocess.max_rejected_fraction=1.00%" in problem
+    assert "unknown_item=" in problem and not (paths.eval_dir / BLESSED).exists()
