@@ -1,10 +1,13 @@
 """CLI: python -m components.evaluate --date 2026-11-08 [--run-id ID] [--config FILE] [--set k=v ...]
 
-Exit status 0 when BLESSED, 3 when NOT_BLESSED (so a shell pipeline can stop), 1 on error.
+Exit status 0 when BLESSED, 3 when NOT_BLESSED (so a shell pipeline can stop), 2 when the
+evaluation was refused for a reason named on one line (no candidate model, bad eval-day rows, a
+served model that does not load), 1 on any other error.
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from pipeline.cli import add_run_arguments, add_verdict_argument, emit_result, load_run, run_mirrored, setup_logging
@@ -18,8 +21,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()
     from components.evaluate import run
+    from components.evaluate.data import EvalDataError
+    from components.evaluate.run import EvalError
+    from components.evaluate.scoring import ScoringError
+    from pipeline.contracts.inputs import ValidationError
 
-    result = run_mirrored(run, *load_run(args))
+    try:
+        result = run_mirrored(run, *load_run(args))
+    except (EvalError, EvalDataError, ScoringError, ValidationError) as err:
+        logging.getLogger("components.evaluate").error("evaluate refused: %s: %s", type(err).__name__, err)
+        return 2
     emit_result(result, args)
     return 0 if result.blessed or args.exit_zero else NOT_BLESSED_EXIT
 
