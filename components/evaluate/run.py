@@ -86,7 +86,7 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
         "candidate_dir": str(paths.model_dir), "candidate_digest": serving.tree_digest(paths.model_dir),
         "baseline_dir": str(base_dir) if base_dir else None, "baseline_version": base_version,
         "candidate": cand, "baseline": base, "deltas": metrics.deltas(cand, base),
-        POPULARITY: pop, "lift_over_popularity": _lift(cand, pop),
+        POPULARITY: pop, "lift_over_popularity": _lift_over_popularity(cand, pop),
         "slices": metrics.slice_metrics(label, probs, scored["slices"], config.eval.min_slice_size),
         "bootstrap": bootstrap,
         "thresholds": {"min_auc": config.eval.min_auc, "max_log_loss": config.eval.max_log_loss,
@@ -112,7 +112,7 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     )
 
 
-def _lift(cand: dict[str, Any], pop: dict[str, Any] | None) -> float | None:
+def _lift_over_popularity(cand: dict[str, Any], pop: dict[str, Any] | None) -> float | None:
     if not pop or cand["auc"] is None or pop["auc"] is None:
         return None
     return cand["auc"] - pop["auc"]

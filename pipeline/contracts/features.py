@@ -113,7 +113,7 @@ def model_input_spec(model) -> dict[str, FeatureShape]:
     spec = transformed_feature_spec(model)
     return {**item_feature_spec(model), TARGET_INDEX: FeatureShape((), "int64"),
             HISTORY_INDEX: FeatureShape((model.history_len,), "int64"),
-            TARGET_STATS: FeatureShape((2,), "float32"),
+            **({TARGET_STATS: FeatureShape((2,), "float32")} if model.item_stats else {}),
             **{name: spec[name] for name in (HISTORY_IDS, TARGET_ID, *CONTEXT_IDS)}}
 
 

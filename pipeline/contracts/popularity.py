@@ -21,6 +21,12 @@ from pipeline.paths import RunPaths
 PRIOR_WEIGHT = 20.0
 
 
+def smoothed_rate(clicks, shown, window_rate: float, prior_weight: float = PRIOR_WEIGHT):
+    """Clicks over impressions shrunk towards the window's rate; arithmetic only, so the gate's
+    numpy arrays and the model's tensors (components/train/model/item_stats.py) share it."""
+    return (clicks + prior_weight * window_rate) / (shown + prior_weight)
+
+
 @dataclass(frozen=True)
 class ItemPopularity:
     item_ids: np.ndarray    # sorted
@@ -36,7 +42,7 @@ class ItemPopularity:
         ids, inverse = np.unique(item_ids, return_inverse=True)
         shown = np.bincount(inverse, minlength=len(ids))
         clicks = np.bincount(inverse, weights=labels, minlength=len(ids))
-        return cls(ids, (clicks + prior_weight * rate) / (shown + prior_weight), rate)
+        return cls(ids, smoothed_rate(clicks, shown, rate, prior_weight), rate)
 
     def __call__(self, item_ids: np.ndarray) -> np.ndarray:
         item_ids = np.asarray(item_ids, dtype=np.int64)

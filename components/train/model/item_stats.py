@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pipeline.contracts.popularity import PRIOR_WEIGHT
+from pipeline.contracts.popularity import smoothed_rate
 
 _EPS = 1e-4
 
@@ -31,5 +31,5 @@ def item_stats(shown, clicks, rate: float) -> tf.Tensor:
     """[..., 2] float32 from impressions and clicks [...] and the window's click rate."""
     shown, clicks = tf.maximum(tf.cast(shown, tf.float32), 0.0), tf.maximum(tf.cast(clicks, tf.float32), 0.0)
     clicks = tf.minimum(clicks, shown)
-    smoothed = (clicks + PRIOR_WEIGHT * rate) / (shown + PRIOR_WEIGHT)
-    return tf.stack([_logit(smoothed) - _logit(tf.constant(rate, tf.float32)), tf.math.log1p(shown)], axis=-1)
+    lift = _logit(smoothed_rate(clicks, shown, rate)) - _logit(tf.constant(rate, tf.float32))
+    return tf.stack([lift, tf.math.log1p(shown)], axis=-1)

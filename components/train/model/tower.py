@@ -37,7 +37,7 @@ def scorer_inputs(cfg: ModelConfig, width: int, names: tuple[str, ...] = SCORER_
     spec = F.model_input_spec(cfg)
     return {TARGET_CONTENT: keras.Input(shape=(width,), name=TARGET_CONTENT),
             HISTORY_CONTENT: keras.Input(shape=(cfg.history_len, width), name=HISTORY_CONTENT),
-            **_inputs({name: spec[name] for name in names})}
+            **_inputs({name: spec[name] for name in names if name in spec})}
 
 
 def scorer_ids(scorer: keras.Model) -> tuple[str, ...]:

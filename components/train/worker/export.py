@@ -142,7 +142,8 @@ class Scoring:
         self.last_row = IT.clip_row(len(content[IT.EMBEDDING_ID]))
         # The shown item's window statistics by row (model/item_stats.py): an item newer than
         # the table reads the last row, no impressions, i.e. the window's rate.
-        self.stats = tf.constant(item_stats(content[IT.SHOWN], content[IT.CLICKS], IT.window_rate(content)))
+        self.stats = (tf.constant(item_stats(content[IT.SHOWN], content[IT.CLICKS], IT.window_rate(content)))
+                      if F.TARGET_STATS in self.ids else None)
         jit = True if model_cfg.xla_export else None
         self.by_rows = tf.function(self._by_rows, jit_compile=jit)
         self.by_content = tf.function(self._by_content, jit_compile=jit)
@@ -151,8 +152,9 @@ class Scoring:
         return tf.gather(self.vectors, tf.minimum(rows, self.last_row))
 
     def _score(self, target, history, features):
-        target_rows = tf.minimum(features[F.TARGET_ROW], self.last_row)
-        features = {**features, F.TARGET_STATS: tf.gather(self.stats, target_rows)}
+        if self.stats is not None:
+            target_rows = tf.minimum(features[F.TARGET_ROW], self.last_row)
+            features = {**features, F.TARGET_STATS: tf.gather(self.stats, target_rows)}
         p = self.scorer({TARGET_CONTENT: target, HISTORY_CONTENT: history,
                          **{k: features[k] for k in self.ids}}, training=False)
         return self.calibration(p, training=False)

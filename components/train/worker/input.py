@@ -164,10 +164,10 @@ def item_content(path: str) -> dict[str, np.ndarray]:
     return IT.dense(IT.read(path))
 
 
-def join_items(content: dict[str, np.ndarray]):
+def join_items(content: dict[str, np.ndarray], with_stats: bool = False):
     """(features with rows, label) -> (the model's inputs, label): the batch's distinct items'
-    title ids and image [U, ...], each example's positions into them (see module doc) and the
-    shown item's window statistics (model/item_stats.py)."""
+    title ids and image [U, ...], each example's positions into them (see module doc) and, for a
+    model that reads them (`model.item_stats`), the shown item's window statistics."""
     titles, images = tf.constant(content[IT.TITLE_IDS]), tf.constant(content[IT.IMAGE])
     shown, clicks = tf.constant(content[IT.SHOWN]), tf.constant(content[IT.CLICKS])
     rate = IT.window_rate(content)
@@ -175,8 +175,9 @@ def join_items(content: dict[str, np.ndarray]):
 
     def join(features, label):
         features = dict(features)
-        target = tf.minimum(features[F.TARGET_ROW], last)
-        features[F.TARGET_STATS] = item_stats(tf.gather(shown, target), tf.gather(clicks, target), rate)
+        if with_stats:
+            target = tf.minimum(features[F.TARGET_ROW], last)
+            features[F.TARGET_STATS] = item_stats(tf.gather(shown, target), tf.gather(clicks, target), rate)
         rows = tf.concat([features.pop(F.TARGET_ROW)[:, None], features.pop(F.HISTORY_ROWS)], axis=1)
         unique, index = tf.unique(tf.reshape(tf.minimum(rows, last), [-1]), out_idx=tf.int64)
         index = tf.reshape(index, tf.shape(rows))
@@ -243,7 +244,7 @@ def make_dataset(
     ds = ds.batch(batch_size, drop_remainder=training)
     parse = make_parse_fn(model_cfg)
     if item_table is not None:        # one map for both: one function call per batch
-        join = join_items(item_content(str(item_table)))
+        join = join_items(item_content(str(item_table)), with_stats=model_cfg.item_stats)
 
         def parse(serialized, parse_only=parse):
             return join(*parse_only(serialized))

@@ -180,7 +180,7 @@ def test_the_join_reads_the_shown_items_window_counts_the_same_for_every_row_of_
     rate = 3 / 13
     features = {F.TARGET_ROW: tf.constant([1, 1, 2, 50], tf.int64),
                 F.HISTORY_ROWS: tf.zeros([4, CFG.history_len], tf.int64)}
-    joined, _ = join_items(content)(features, tf.constant([[1.0], [0.0], [0.0], [0.0]]))
+    joined, _ = join_items(content, with_stats=True)(features, tf.constant([[1.0], [0.0], [0.0], [0.0]]))
     expected = item_stats(np.array([3, 3, 10, 0.0]), np.array([2, 2, 1, 0.0]), rate).numpy()
     np.testing.assert_allclose(joined[F.TARGET_STATS].numpy(), expected, rtol=1e-6)
     clicked, unclicked, _, unknown = joined[F.TARGET_STATS].numpy()
