@@ -23,7 +23,8 @@ WORKER = [
     "psutil>=5.9",
     "kubernetes>=29",                       # the training launcher pod's API client (kube_client.py)
 ]
-DEV = ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "ruff>=0.5"]
+# Polars: its writer's default output is one of the encodings the raw contract is tested against.
+DEV = ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "ruff>=0.5", "polars>=1.0"]
 
 setup(
     name="reco-nightly",

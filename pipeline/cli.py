@@ -94,11 +94,14 @@ def run_mirrored(run, config: Config, paths: RunPaths, *extra) -> StepResult:
 
 def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra,
              extra_overrides: dict | None = None) -> int:
-    """Run a step for the CLI: its result to stdout (and --result-json), an expected failure as exit 2."""
+    """Run a step for the CLI: its result to stdout (and --result-json), an expected failure (the
+    step's own error, or a full disk in any step that writes) as one line and exit 2."""
+    from pipeline.fsutil import DiskFullError
+
     config, paths = load_run(args, extra_overrides)
     try:
         result = run_mirrored(run, config, paths, *extra)
-    except expected_error as err:
+    except (expected_error, DiskFullError) as err:
         logging.getLogger(run.__module__).error("%s", err)
         return 2
     emit_result(result, args)

@@ -41,6 +41,8 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
                             "empty or [first, last] steps with 0 <= first < last"),
     "execution.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
     "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
+    **{f"validate.{key}": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
+       for key in ("max_duplicate_fraction", "max_misdated_fraction", "max_eval_overlap")},
     "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
     "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
     "preprocess.shard_multiple": (lambda v: v >= 1, "an int >= 1"),

@@ -38,12 +38,15 @@ class GeneratorConfig:
 
 @dataclass(frozen=True)
 class ValidateConfig:
-    """Day-over-day drift bounds of the raw partitions (components/validate)."""
+    """Bounds on the raw partitions as a whole (components/validate; docs/data.md lists them)."""
 
     max_label_rate_drift: float = 0.5    # |today/yesterday - 1| above this fails
     warn_label_rate_drift: float = 0.2
     max_row_count_drift: float = 0.8
     warn_row_count_drift: float = 0.3
+    max_duplicate_fraction: float = 0.01   # of a day's rows repeating an earlier event_id
+    max_misdated_fraction: float = 0.01    # of a day's rows with event_ts outside its day or a wrong hour
+    max_eval_overlap: float = 0.01         # of the eval day's event ids also in the training window
 
 
 @dataclass(frozen=True)

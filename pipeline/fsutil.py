@@ -19,6 +19,9 @@ class DiskFullError(OSError):
     what on-call reads instead of a bare `[Errno 28]`."""
 
 
+RETRY_HINT = "nothing partial was left; free space there and retry (Airflow retries the task)"
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
@@ -27,7 +30,8 @@ def require_free(folder: Path, need: int, what: str) -> None:
     """Fail before copying when `need` bytes cannot fit in `folder`'s filesystem."""
     free = shutil.disk_usage(folder).free
     if need > free:
-        raise DiskFullError(errno.ENOSPC, f"{folder}: {what} needs {_mib(need)}, only {_mib(free)} free")
+        raise DiskFullError(errno.ENOSPC, f"{folder}: {what} needs {_mib(need)}, only {_mib(free)} free; "
+                                          f"{RETRY_HINT}")
 
 
 @contextlib.contextmanager
@@ -37,11 +41,25 @@ def disk_full_named(folder: Path, what: str) -> Iterator[None]:
         yield
     except DiskFullError:
         raise
-    except OSError as err:
-        if err.errno != errno.ENOSPC:
+    except Exception as err:
+        if not _is_disk_full(err):
             raise
         free = shutil.disk_usage(folder).free
-        raise DiskFullError(errno.ENOSPC, f"{folder}: disk full while {what} ({_mib(free)} free): {err}") from err
+        raise DiskFullError(errno.ENOSPC, f"{folder}: disk full while {what} ({_mib(free)} free): {err}; "
+                                          f"{RETRY_HINT}") from err
+
+
+def _is_disk_full(err: BaseException | None) -> bool:
+    """ENOSPC anywhere in the exception chain, or in the text of a runner's wrapper around it
+    (Beam and TensorFlow re-raise a worker's OSError as their own error types)."""
+    seen = 0
+    while err is not None and seen < 20:
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(err) or "[Errno 28]" in str(err):
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

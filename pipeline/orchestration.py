@@ -42,11 +42,13 @@ class ParamError(ValueError):
 
 def permanent_errors() -> tuple[type[Exception], ...]:
     """Failures a retry cannot change: bad params or config, and input data that fails its
-    checks (missing partitions, schema errors, drift). The DAG fails them at once, without
-    retries; anything else (a killed worker, I/O) is retried and resumes."""
+    checks (missing partitions, schema errors, drift), a model that a rollback took away. The
+    DAG fails them at once, without retries; anything else (a killed worker, I/O, a full disk
+    once on-call frees space) is retried and resumes."""
     from pipeline.contracts.inputs import ValidationError
+    from pipeline.contracts.serving import RolledBackError
 
-    return (ParamError, ConfigError, ValidationError)
+    return (ParamError, ConfigError, ValidationError, RolledBackError)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Exit status 0 when BLESSED, 3 when NOT_BLESSED (so a shell pipeline can stop), 2 when the
 evaluation was refused for a reason named on one line (no candidate model, bad eval-day rows, a
-served model that does not load), 1 on any other error.
+served model that does not load, a full disk), 1 on any other error.
 """
 from __future__ import annotations
 
@@ -25,11 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     from components.evaluate.run import EvalError
     from components.evaluate.scoring import ScoringError
     from pipeline.contracts.inputs import ValidationError
+    from pipeline.fsutil import DiskFullError
 
     try:
         result = run_mirrored(run, *load_run(args))
-    except (EvalError, EvalDataError, ScoringError, ValidationError) as err:
-        logging.getLogger("components.evaluate").error("evaluate refused: %s: %s", type(err).__name__, err)
+    except (EvalError, EvalDataError, ScoringError, ValidationError, DiskFullError) as err:
+        reason = "; ".join(err.problems) if isinstance(err, ValidationError) else err
+        logging.getLogger("components.evaluate").error("evaluate refused: %s: %s", type(err).__name__, reason)
         return 2
     emit_result(result, args)
     return 0 if result.blessed or args.exit_zero else NOT_BLESSED_EXIT

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.contracts import event_ids, raw, rows
 from pipeline.contracts import features as F
-from pipeline.contracts import raw, rows
 from pipeline.contracts.inputs import latest_items_snapshot
 from pipeline.contracts.signature import pad_histories
 from pipeline.paths import RunPaths
@@ -107,6 +107,7 @@ class EvalData:
         self.slices = slices
         self.event_slices = tuple(s for s in slices if s not in _ITEM_SIDE)
         self.catalog = load_catalog(paths, self.day, slices)
+        self.ids = event_ids.read_partition(self.day, self.files)
         self.batch_size = batch_size
         self.rejected: Counter[str] = Counter()
         self.rows = 0
@@ -119,15 +120,18 @@ class EvalData:
             missing = set(columns) - set(parquet.schema_arrow.names)
             if missing:
                 raise EvalDataError(f"{path}: missing columns {sorted(missing)}")
+            first_row = 0
             for record_batch in parquet.iter_batches(batch_size=self.batch_size, columns=columns):
-                batch = self._convert(record_batch)
+                repeats = event_ids.repeat_mask(self.ids.repeats, str(path), first_row, record_batch.num_rows)
+                first_row += record_batch.num_rows
+                batch = self._convert(record_batch, repeats)
                 if batch is not None:
                     yield batch
 
-    def _convert(self, rb: pa.RecordBatch) -> EvalBatch | None:
+    def _convert(self, rb: pa.RecordBatch, repeats: np.ndarray) -> EvalBatch | None:
         self.rows += rb.num_rows
         table = raw.normalize(rb, "events")
-        checked = rows.check_events(table, self.catalog.index)
+        checked = rows.check_events(table, self.catalog.index, self.day, repeats)
         self.rejected.update(r for r in checked.reasons if r)
         self.truncated += int(checked.truncated[checked.reasons == ""].sum())
         keep = np.flatnonzero(checked.reasons == "")

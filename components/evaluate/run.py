@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,8 @@ from components.evaluate import gate, metrics, report
 from components.evaluate.data import EvalBatch, EvalData
 from pipeline import fsutil
 from pipeline.config import Config
+from pipeline.contracts import event_ids, popularity, rows, serving
 from pipeline.contracts import features as F
-from pipeline.contracts import popularity, rows, serving
 from pipeline.contracts.evaluation import (
     BLESSED,
     BY_ID_PROBABILITY,
@@ -53,6 +54,11 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     base_dir = serving.version_dir(paths.model_base, base_version) if base_version is not None else None
     log.info("candidate %s; baseline %s", paths.model_dir,
              f"served version {base_version}" if base_dir else "none (first model)")
+    data = EvalData(paths, config.eval.slices, config.eval.batch_size)
+    novelty = event_ids.novelty_problems(data.ids, event_ids.window_partitions(paths),
+                                         config.validate.max_eval_overlap, event_ids.earlier_digests(paths))
+    if novelty:                     # also when evaluate runs alone (CLI, a rerun): the gate needs new rows
+        raise ValidationError([f"evaluate: {p}" for p in novelty])
     scorers = {"candidate": Scorer(paths.model_dir, config.eval.batch_size)}
     if base_dir is not None:
         scorers["baseline"] = Scorer(base_dir, config.eval.batch_size)
@@ -60,7 +66,6 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     if window is not None:
         scorers[POPULARITY] = lambda inputs: window(inputs[F.ITEM_ID]).astype(np.float32)
 
-    data = EvalData(paths, config.eval.slices, config.eval.batch_size)
     scored = _score(data, scorers, sample_size=max(config.push.warmup_requests, 8))
     label, users = scored["label"], scored["user"]
     problem = rows.rejected_fraction_problem("eval", data.rows, dict(data.rejected),
@@ -166,6 +171,17 @@ def _publish(eval_dir: Path, result: dict[str, Any], sample: list[dict[str, Any]
     eval_dir.parent.mkdir(parents=True, exist_ok=True)
     fsutil.remove_stale_temps(eval_dir.parent, eval_dir.name)
     tmp = fsutil.temp_sibling(eval_dir)
+    try:
+        with fsutil.disk_full_named(eval_dir.parent, f"writing the evaluation of {eval_dir.parent.name}"):
+            _write_outputs(tmp, result, sample, label, probs)
+            fsutil.publish_dir(tmp, eval_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)       # never a half-written verdict beside a full disk
+        raise
+
+
+def _write_outputs(tmp: Path, result: dict[str, Any], sample: list[dict[str, Any]],
+                   label: np.ndarray, probs: dict[str, np.ndarray]) -> None:
     tmp.mkdir()
     (tmp / METRICS_FILE).write_text(json.dumps(_json_safe(result), indent=2, sort_keys=True))
     (tmp / SAMPLE_FILE).write_text(json.dumps({"examples": sample}))
@@ -179,7 +195,6 @@ def _publish(eval_dir: Path, result: dict[str, Any], sample: list[dict[str, Any]
     report.plot_roc(tmp / "roc.png", label, curves)
     report.plot_calibration(tmp / "calibration.png", label, curves)
     report.write_html(tmp / REPORT_FILE, _json_safe(result), ["roc.png", "calibration.png"])
-    fsutil.publish_dir(tmp, eval_dir)
 
 
 def _json_safe(value: Any) -> Any:

@@ -5,6 +5,7 @@ shared with evaluation; this module only packs what they keep for the Beam steps
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,9 +70,10 @@ def validate_items(table: pa.Table) -> tuple[ItemBatch, np.ndarray, np.ndarray]:
     return batch, checked.ids[~good], checked.reasons[~good]
 
 
-def validate_events(table: pa.Table, split: str, catalog: rows.Catalog) -> tuple[EventBatch, dict, list[dict]]:
-    """(good events, counts per reason, rejected rows)."""
-    checked = rows.check_events(table, catalog)
+def validate_events(table: pa.Table, split: str, catalog: rows.Catalog, day: dt.date,
+                    repeats: np.ndarray) -> tuple[EventBatch, dict, list[dict]]:
+    """(good events, counts per reason, rejected rows) of a batch of partition `day`."""
+    checked = rows.check_events(table, catalog, day, repeats)
     good = checked.reasons == ""
     keep = np.flatnonzero(good)
     offsets, values = rows.take_lists(checked.hist_offsets, checked.hist_values, keep)
@@ -81,7 +83,8 @@ def validate_events(table: pa.Table, split: str, catalog: rows.Catalog) -> tuple
     counts = {r: int(c) for r, c in zip(*np.unique(checked.reasons[bad], return_counts=True))}
     counts[rows.TRUNCATED] = int(checked.truncated[keep].sum())
     rejected = [{"table": "events", "split": split, "event_id": checked.event_ids[i],
-                 "item_id": int(checked.item_ids[i]), "reason": checked.reasons[i]} for i in bad.tolist()]
+                 "item_id": int(checked.item_ids[i]), "label": int(checked.labels[i]),
+                 "reason": checked.reasons[i]} for i in bad.tolist()]
     return batch, counts, rejected
 
 

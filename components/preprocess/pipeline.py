@@ -3,7 +3,7 @@
     items ─ValidateItems─┬─ catalog index (side input) ──────────────────┐
                          ├─ item rows + impressions ─AnalyzeDataset─ transform_fn ─ WriteTransformFn
                          └─ TransformItems (once per item) ─ item table ─ WriteItemTable
-    events ─ValidateEvents(catalog)─┬─ CountWindow (train only: impressions, clicks per item)
+    row groups ─ReadEvents─ValidateEvents(catalog)─┬─ CountWindow (train only: impressions, clicks per item)
                                     └─ TransformEvents ─ GroupByShard ─ WriteShards ─ shard stats
 
 No join: an example references its items by item table row (pipeline/contracts/item_table.py),
@@ -12,6 +12,7 @@ their shard. What crosses the shuffle is the examples themselves, a few hundred 
 """
 from __future__ import annotations
 
+import itertools
 import os
 
 import apache_beam as beam
@@ -48,20 +49,33 @@ def _items(p, tag: str, inputs: Inputs):
                 "rejected", "catalog", "counts", main="items"))
 
 
-def _events(p, tag: str, inputs: Inputs, catalog):
-    """Both splits from one read; each table is tagged by the split its file belongs to."""
-    split_of = {str(f): split for split, by_day in (("train", inputs.train), ("eval", inputs.eval))
-                for files in by_day.values() for f in files}
-    checked = (_read(p, f"{tag}ReadEvents", sorted(split_of), MODEL_EVENT_COLUMNS)
-               | f"{tag}ValidateEvents" >> beam.ParDo(S.ValidateEvents(split_of), catalog)
+def _row_groups(inputs: Inputs) -> list[tuple[str, int, int]]:
+    """(file, row group, first row) of every events file of the run."""
+    out = []
+    for files in inputs.event_files.values():
+        for f in files:
+            starts = [0, *itertools.accumulate(inputs.footers[f].row_groups)]
+            out += [(str(f), g, starts[g]) for g in range(len(inputs.footers[f].row_groups))]
+    return out
+
+
+def _events(p, tag: str, inputs: Inputs, catalog, repeats: dict):
+    """Both splits from one read; each table is tagged by its file's split and partition date."""
+    partition_of = {str(f): (split, day) for split, by_day in (("train", inputs.train), ("eval", inputs.eval))
+                    for day, files in by_day.items() for f in files}
+    checked = (p | f"{tag}EventRowGroups" >> beam.Create(_row_groups(inputs))
+               | f"{tag}SpreadRowGroups" >> beam.Reshuffle()
+               | f"{tag}ReadEvents" >> beam.ParDo(S.ReadRowGroups(MODEL_EVENT_COLUMNS))
+               | f"{tag}ValidateEvents" >> beam.ParDo(S.ValidateEvents(partition_of, repeats), catalog)
                .with_outputs("rejected", "counts", main="events"))
     return checked
 
 
 def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
-          shards: dict[str, int], spill: bool = False) -> None:
+          shards: dict[str, int], repeats: dict[str, object], spill: bool = False) -> None:
     """Add the whole preprocess graph to `p`; `out` holds the temp output folders.
 
+    `repeats`: file -> row positions that repeat an earlier event id (event_ids.read_partition).
     `spill` (the DirectRunner): the examples reach the shard writer through files in
     out["spill"] instead of through the runner's memory (sinks.SpillByShard).
 
@@ -72,7 +86,7 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     """
     items = _items(p, "", inputs)
     catalog = beam.pvalue.AsSingleton(items.catalog | "IndexCatalog" >> beam.CombineGlobally(S.MergeCatalog()))
-    events = _events(p, "", inputs, catalog)
+    events = _events(p, "", inputs, catalog, repeats)
     window = beam.pvalue.AsSingleton(
         events.events | "CountWindow" >> beam.Map(S.batch_window_counts)
         | "SumWindow" >> beam.CombineGlobally(S.SumCounts()))
@@ -88,7 +102,7 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     _ = table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
         os.path.join(out["examples"], IT.ITEM_TABLE), S.item_table_schema(config.model.title_len),
         num_shards=1, shard_name_template="")
-    again = _events(p, "Transform", inputs, catalog)
+    again = _events(p, "Transform", inputs, catalog, repeats)
     keyed = again.events | "TransformEvents" >> beam.ParDo(S.TransformEvents(out["transform"], shards), ready)
     if spill:
         keyed = keyed | "SpillByShard" >> beam.ParDo(sinks.SpillByShard(out["spill"]))

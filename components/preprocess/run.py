@@ -16,10 +16,19 @@ from pathlib import Path
 
 from components.preprocess.report import row_report
 from pipeline.config import Config
+from pipeline.contracts import event_ids
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.contracts.inputs import ValidationError, check_inputs
-from pipeline.fsutil import publish_dir, remove_stale_temps, sha256_file, temp_sibling, write_json_atomic
+from pipeline.fsutil import (
+    disk_full_named,
+    publish_dir,
+    remove_stale_temps,
+    require_free,
+    sha256_file,
+    temp_sibling,
+    write_json_atomic,
+)
 from pipeline.paths import RunPaths
 from pipeline.results import PreprocessResult
 
@@ -31,6 +40,12 @@ DIRECT_NAMES = {"directrunner", "direct", FN_API_RUNNER.lower()}
 # docs/benchmarks.md). Parallel workers pay that back only with more cores and more data.
 AUTO_IN_MEMORY_MAX_EVENTS = 1_000_000
 AUTO_MULTI_MIN_CORES = 4
+
+
+# A lower bound of what one raw event costs on the artifact volume (its example alone is larger,
+# docs/benchmarks.md): the check before Beam starts refuses a volume that cannot possibly hold
+# the output; a volume that fills later is named by disk_full_named.
+MIN_EXAMPLE_BYTES = 256
 
 
 def running_mode(config: Config, events: int | None) -> str:
@@ -143,8 +158,12 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
         log.info("preprocess %s: %d events over %d train days + eval day, %d items, shards %s, options %s",
                  paths.ds, events, len(inputs.train), inputs.item_rows, shards,
                  {k: v for k, v in options.get_all_options(drop_default=True).items() if k != "beam_args"})
-        with beam.Pipeline(options=options) as p:
-            build(p, config, inputs, out, shards, spill=spills_shuffle(options))
+        repeats = {f: rows for day, files in inputs.event_files.items()
+                   for f, rows in event_ids.read_partition(day, files).repeats.items() if len(rows)}
+        what = f"writing the examples and transform of run {paths.run_id}"
+        require_free(paths.run_dir, events * MIN_EXAMPLE_BYTES, what)
+        with disk_full_named(paths.run_dir, what), beam.Pipeline(options=options) as p:
+            build(p, config, inputs, out, shards, repeats, spill=spills_shuffle(options))
         examples_tmp = Path(out["examples"])
         counts = json.loads((examples_tmp / STATS_DIR / "counts.json").read_text())
         stats = json.loads((examples_tmp / STATS_DIR / "shards.json").read_text())

@@ -6,19 +6,22 @@ Beam's per-element overhead on the DirectRunner would otherwise dominate (docs/b
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import functools
 from dataclasses import dataclass
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
 
 from components.preprocess import batches as B
 from components.preprocess import examples as E
 from components.preprocess import transform as T
+from pipeline.contracts import event_ids, rows
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
-from pipeline.contracts import rows
 
 ITEM_CHUNK = 512          # rows per transform call: bounds the [rows, 2048] float64 temporaries
 EVENT_CHUNK = 16384       # rows per TF call: enough to amortize TF's per-call overhead (docs/benchmarks.md)
@@ -90,16 +93,31 @@ class MergeCatalog(beam.CombineFn):
         return rows.Catalog.merge(acc)
 
 
+class ReadRowGroups(beam.DoFn):
+    """(file, row group, its first row) -> (file, first row, Arrow table): the row positions the
+    duplicate rule needs (event_ids.repeat_mask), which Beam's Parquet reader does not give."""
+
+    def __init__(self, columns: tuple[str, ...]):
+        self.columns = list(columns)
+
+    def process(self, element: tuple[str, int, int]):
+        path, group, first_row = element
+        with FileSystems.open(path) as handle:
+            yield path, first_row, pq.ParquetFile(handle).read_row_group(group, columns=self.columns)
+
+
 class ValidateEvents(beam.DoFn):
-    """(file, Arrow events table) -> good EventBatch chunks; 'rejected' rows; 'counts' per reason."""
+    """(file, first row, Arrow events table) -> good EventBatch chunks; 'rejected' rows; 'counts'."""
 
-    def __init__(self, split_of: dict[str, str]):
-        self.split_of = split_of              # file path -> "train" | "eval"
+    def __init__(self, partition_of: dict[str, tuple[str, dt.date]], repeats: dict[str, np.ndarray]):
+        self.partition_of = partition_of      # file path -> ("train" | "eval", partition date)
+        self.repeats = repeats                # file path -> row positions repeating an earlier id
 
-    def process(self, element: tuple[str, pa.Table], catalog: rows.Catalog):
-        filename, table = element
-        split = self.split_of[filename]
-        batch, counts, rejected = B.validate_events(table, split, catalog)
+    def process(self, element: tuple[str, int, pa.Table], catalog: rows.Catalog):
+        filename, first_row, table = element
+        split, day = self.partition_of[filename]
+        repeats = event_ids.repeat_mask(self.repeats, filename, first_row, table.num_rows)
+        batch, counts, rejected = B.validate_events(table, split, catalog, day, repeats)
         out = {f"{split}:{k}": v for k, v in counts.items()}
         out[f"{split}:rows"] = table.num_rows
         out[f"{split}:kept"] = len(batch)

@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from components.push import PushError, RollbackError, rollback, run
     from components.push.publish import PublishError
+    from pipeline.contracts.serving import RolledBackError
     from pipeline.fsutil import DiskFullError
 
     try:
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_mirrored(run, *load_run(args, {k: v for k, v in flags.items() if v is not None}))
         else:
             result = rollback(load_args_config(args), args.reason, args.to_version)
-    except (PushError, PublishError, RollbackError, DiskFullError) as err:
+    except (PushError, PublishError, RollbackError, RolledBackError, DiskFullError) as err:
         logging.getLogger("components.push").error("%s refused: %s: %s", args.command, type(err).__name__, err)
         return 2
     emit_result(result, args)

@@ -53,7 +53,9 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
         target_record = serving.read_push_record(tdir) or {}
         version = serving.next_version(base, name)
         record = {**target_record, "version": version, "source": "rollback", "restored_from": target,
-                  "rolled_back_from": served, "reason": reason, "pushed_at": publish.now_iso()}
+                  "rolled_back_from": served, "reason": reason, "pushed_at": publish.now_iso(),
+                  # what this rollback takes away: push refuses to serve it again (serving.rolled_back_digests)
+                  "rolled_back_digest": serving.model_digest(serving.version_dir(model_base, served))}
         # The copy carries the warmup and verification requests; the record is the rollback's.
         tmp = publish.stage(tdir, base, name, version, serving.model_digest(tdir),
                             {serving.PUSH_RECORD: json.dumps(record, indent=2).encode()})

@@ -6,8 +6,10 @@ Order of operations, and why:
 2. Skip when the served model (or a canary still waiting for `stable`) is this very model (an
    idempotent retry: a canary gets its label move again), or when this run's
    data is older than the served model's (a backfill must not replace fresher data by
-   default; `allow_backfill` overrides).
-3. Stage a copy beside the model dir, add warmup requests and the push record, fsync,
+   default; `allow_backfill` overrides). Refuse a model that a rollback took away (an Airflow
+   retry or "clear task" of that night would otherwise serve it again; force overrides).
+3. Stage a copy beside the model dir with the warmup requests and the push record (all inside
+   one free-space check, removed if any write fails), fsync,
    rename to the next integer version: TF Serving sees all of it or none of it.
 4. Verify in a fresh process against the evaluation's predictions; on mismatch unpublish
    (atomically) and fail. Only then write models.config, the history record and apply
@@ -63,6 +65,9 @@ def run(config: Config, paths: RunPaths) -> PushResult:
         for version, record in records.items():
             if record and record.get("model_digest") == digest:
                 return _already_served(config, paths, version, record)
+        taken = serving.rolled_back_digests(paths.serving_base, paths.model_name).get(digest)
+        if taken and not force:
+            raise serving.RolledBackError(_rolled_back(paths, digest, taken))
         served_record = records.get(served)
         served_date = served_record.get("data_date") if served_record else None
         if served_date and paths.ds < served_date and not allow_backfill:
@@ -71,7 +76,16 @@ def run(config: Config, paths: RunPaths) -> PushResult:
                          "(use --allow-backfill / push.allow_backfill to override)", served)
         return _push(config, paths, evaluation, digest, served,
                      {"forced": bool(force and not blessed), "force_reason": force_reason if force else None,
-                      "backfill": bool(served_date and paths.ds < served_date)})
+                      "backfill": bool(served_date and paths.ds < served_date),
+                      "overrides_rollback": taken["version"] if taken else None})
+
+
+def _rolled_back(paths: RunPaths, digest: str, taken: dict[str, Any]) -> str:
+    where = serving.history_path(paths.serving_base, paths.model_name, "rollback", taken["version"])
+    return (f"this model (digest {digest[:12]}) was rolled back by on-call: rollback record version "
+            f"{taken['version']} ({where}) took version {taken['rolled_back_from']} away at "
+            f"{taken.get('pushed_at')}: {taken.get('reason')!r}; a retry or rerun must not undo that "
+            "(push.force with a push.force_reason overrides)")
 
 
 def _load_evaluation(paths: RunPaths) -> dict[str, Any]:
@@ -97,15 +111,14 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
     version = serving.next_version(base, name)
     record = _push_record(paths, evaluation, digest, version, served, flags) | {
         "expected_predictions": expected[signature.SERVING_DEFAULT], "expected_by_signature": expected}
+    warmup = [record for sig, inputs in signatures.items()
+              for record in serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes, inputs, sig)]
     extras = {
         serving.PUSH_RECORD: json.dumps(record, indent=2).encode(),
         serving.VERIFY_REQUESTS: json.dumps(bodies).encode(),
-        serving.WARMUP_FILE: b"",
+        serving.WARMUP_FILE: serving_files.warmup_bytes(warmup),
     }
     tmp = publish.stage(paths.model_dir, base, name, version, digest, extras)
-    warmup = [record for sig, inputs in signatures.items()
-              for record in serving_files.warmup_records(examples, name, config.push.warmup_batch_sizes, inputs, sig)]
-    serving_files.write_warmup(tmp / serving.ASSETS_EXTRA / serving.WARMUP_FILE, warmup)
     vdir = publish.publish(tmp, paths.model_base, version)
     log.info("published %s (previously served: %s); verifying in a fresh process", vdir, served)
     check = verify_version(vdir, bodies, expected, config.push.verify_tolerance, config.push.verify_timeout_s)

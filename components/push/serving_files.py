@@ -5,6 +5,7 @@ format), so what the tests parse back is exactly what the model server reads.
 """
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,16 @@ def write_warmup(path: Path, records: list[bytes]) -> None:
     with tf.io.TFRecordWriter(str(path)) as writer:
         for record in records:
             writer.write(record)
+
+
+def warmup_bytes(records: list[bytes]) -> bytes:
+    """The warmup file's bytes, framed by TensorFlow's own writer in a local temp: push then
+    writes them onto the serving volume like any other file, inside the size check and the
+    cleanup of a failed copy (TF's writer would fail there with ResourceExhaustedError)."""
+    with tempfile.TemporaryDirectory(prefix="warmup-") as tmp:
+        path = Path(tmp) / "warmup"
+        write_warmup(path, records)
+        return path.read_bytes()
 
 
 def read_warmup(path: Path) -> list[Any]:

@@ -12,8 +12,10 @@ Parent: `verify_version(...)` runs the child and compares with the evaluation's 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,8 @@ from typing import Any
 
 from pipeline.config import PROJECT_ROOT
 from pipeline.contracts import signature
+
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,8 @@ def verify_version(vdir: Path, bodies: list[dict[str, Any]] | dict[str, Any],
     tolerance. `expected`: per signature name, what evaluate's process got from the same export
     (a plain list, from older versions, holds for every body)."""
     bodies = [bodies] if isinstance(bodies, dict) else list(bodies)
-    with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
+    # Hidden, inside the model dir: if push is killed here, the next push's clean_stale removes it.
+    with tempfile.TemporaryDirectory(prefix=".verify-", dir=vdir.parent) as tmp:
         request, output = Path(tmp) / "request.json", Path(tmp) / "response.json"
         request.write_text(json.dumps(bodies))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -52,7 +57,8 @@ def verify_version(vdir: Path, bodies: list[dict[str, Any]] | dict[str, Any],
         cmd = [sys.executable, "-m", "components.push.verify", "--model-dir", str(vdir),
                "--request", str(request), "--output", str(output)]
         try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s,
+                                  preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         except subprocess.TimeoutExpired:
             return Verification(False, None, [], f"verification process timed out after {timeout_s}s")
         if proc.returncode != 0:
@@ -60,6 +66,12 @@ def verify_version(vdir: Path, bodies: list[dict[str, Any]] | dict[str, Any],
             return Verification(False, None, [], f"verification process failed ({proc.returncode}): {tail}")
         responses = json.loads(output.read_text())
     return _compare(bodies, responses, expected, tolerance)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel SIGKILLs it when push dies (SIGKILL included), so a
+    killed push never leaves a verifier running (Linux prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _compare(bodies: list[dict[str, Any]], responses: list[dict[str, Any]],

@@ -10,6 +10,7 @@ from pathlib import Path
 from pipeline.config import Config
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
+from pipeline.contracts import staged
 from pipeline.fsutil import disk_full_named, publish_dir, remove_stale_temps, require_free, sha256_file, temp_sibling
 from pipeline.paths import RunPaths
 from pipeline.results import StageResult
@@ -62,20 +63,24 @@ def verify_staged(staged_dir: Path) -> list[str]:
 
 
 def _retention(paths: RunPaths, keep: int) -> list[str]:
-    """Keep the newest `keep` staged runs (ds/run_id dirs) under staging_root, current included."""
-    root = paths.staging_root
-    runs = [d for ds in root.glob("*") if ds.is_dir() and not ds.name.startswith(".")
-            for d in ds.iterdir() if d.is_dir() and not d.name.startswith(".")]
-    runs.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    """Keep the newest `keep` staged runs (ds/run_id dirs) under staging_root, current included;
+    a run a gang still reads (staged.reading) stays too."""
+    runs = staged.staged_runs(paths.staging_root)[::-1]
     current = paths.staged_dir.resolve()
     keepers = {current, *[d.resolve() for d in runs[:keep]]}
+    return [str(d) for d in runs if d.resolve() not in keepers and staged.remove_unless_in_use(d)]
+
+
+def _make_room(paths: RunPaths, need: int) -> list[str]:
+    """Before copying: delete the oldest staged runs (never the current one, never one in use)
+    until `need` bytes fit, so the SSD needs room for `staging_keep_runs` runs, not one more."""
     removed = []
-    for run_dir in runs:
-        if run_dir.resolve() not in keepers:
-            shutil.rmtree(run_dir, ignore_errors=True)
+    for run_dir in staged.staged_runs(paths.staging_root):
+        if shutil.disk_usage(paths.staging_root).free >= need:
+            break
+        if run_dir.resolve() != paths.staged_dir.resolve() and staged.remove_unless_in_use(run_dir):
+            log.warning("stage: removed staged run %s to make room for %s", run_dir, paths.run_id)
             removed.append(str(run_dir))
-            if not any(run_dir.parent.iterdir()):
-                run_dir.parent.rmdir()
     return removed
 
 
@@ -100,7 +105,10 @@ def run(config: Config, paths: RunPaths, worker: int | None = None,
             return _result(final, wanted, _retention(paths, config.preprocess.staging_keep_runs))
         log.warning("stage: replacing invalid staged dir %s: %s", final, problems[:3])
     what = f"staging {len(wanted)} files of run {paths.run_id}"
-    require_free(final.parent, sum(s["bytes"] for s in wanted), what)
+    need = sum(s["bytes"] for s in wanted)
+    made_room = _make_room(paths, need)
+    final.parent.mkdir(parents=True, exist_ok=True)     # the date folder may have gone with its last run
+    require_free(final.parent, need, what)
     tmp = temp_sibling(final)
     try:
         with disk_full_named(final.parent, what):
@@ -111,7 +119,7 @@ def run(config: Config, paths: RunPaths, worker: int | None = None,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    removed = _retention(paths, config.preprocess.staging_keep_runs)
+    removed = made_room + _retention(paths, config.preprocess.staging_keep_runs)
     log.info("stage: %d files (%.1f MiB) -> %s; removed %s", len(wanted),
              sum(s["bytes"] for s in wanted) / 2**20, final, removed or "nothing")
     return _result(final, wanted, removed)

@@ -3,8 +3,11 @@
 It checks that the training-window and eval-day events partitions and an items snapshot exist
 (listing every missing date), that every file's schema matches the raw contract
 (`pipeline/contracts/raw.py`), and compares each day's row count and label rate with the previous
-day's (from `paths.validation_history_dir`). Row-level checks (NaN images, unknown items, ...)
-happen inside the Beam preprocess step, which adds its counts to the same report folder.
+day's (from `paths.validation_history_dir`). Whole-partition rules fail a day early: repeated
+event ids, rows dated outside their day, label values other than 0/1 (above their bounds), an
+eval day that overlaps the training window, a day whose event ids equal another day's (its
+digest is recorded in the report and the history). Row-level rejects (NaN images, unknown
+items, ...) happen inside the Beam preprocess step, which adds its counts to the same folder.
 
 Report: `paths.validation_dir/report.json`; per-date stats history:
 `paths.validation_history_dir/ds=YYYY-MM-DD.json` (written only when validation passes, so a
@@ -16,8 +19,9 @@ import datetime as dt
 import json
 import logging
 
-from components.validate.checks import day_stats, drift, item_stats
+from components.validate.checks import day_problems, day_stats, drift, item_stats
 from pipeline.config import Config
+from pipeline.contracts import event_ids
 from pipeline.contracts.inputs import ValidationError, check_inputs
 from pipeline.fsutil import write_json_atomic
 from pipeline.paths import RunPaths
@@ -76,10 +80,18 @@ def run(config: Config, paths: RunPaths) -> ValidateResult:
     if items["distinct_ids"] != items["items"]:
         problems.append(f"items partition ds={inputs.items_date}: {items['items'] - items['distinct_ids']} "
                         f"duplicate item_id rows")
-    stats = {day: day_stats(files, inputs) for day, files in sorted(inputs.event_files.items())}
+    read = {day: day_stats(day, files, inputs) for day, files in sorted(inputs.event_files.items())}
+    stats = {day: s for day, (s, _) in read.items()}
     problems += [f"events partition ds={d}: no rows" for d, s in stats.items() if s["rows"] == 0]
     warnings, failures, drifts = _drift_checks(config, paths, stats)
     problems += failures
+    for day, day_stat in stats.items():
+        day_warnings, day_failures = day_problems(day, day_stat, config.validate,
+                                                  config.preprocess.max_rejected_fraction)
+        warnings += day_warnings
+        problems += day_failures
+    problems += event_ids.novelty_problems(read[paths.eval_date][1], [read[d][1] for d in inputs.train],
+                                           config.validate.max_eval_overlap, event_ids.earlier_digests(paths))
     report = {
         "run_date": paths.ds, "run_id": paths.run_id, "passed": not problems,
         "items_snapshot": str(inputs.items_date), "items": items,

@@ -42,6 +42,7 @@ class Footer:
     path: Path
     rows: int
     schema: pa.Schema
+    row_groups: tuple[int, ...] = ()     # rows per row group, in file order
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def read_footer(path: Path) -> Footer:
     """The footer of one file; ValidationError naming the file when it cannot be read."""
     try:
         meta = pq.ParquetFile(path)
-        return Footer(path, meta.metadata.num_rows, meta.schema_arrow)
+        groups = tuple(meta.metadata.row_group(g).num_rows for g in range(meta.metadata.num_row_groups))
+        return Footer(path, meta.metadata.num_rows, meta.schema_arrow, groups)
     except (pa.ArrowException, OSError) as err:
         raise ValidationError([f"{path}: not a readable Parquet file (truncated or corrupt?): {err}"]) from err
 

@@ -6,8 +6,12 @@ Python would cost more than the rest of the work.
 
 Items: `null_item_id`, `duplicate_item_id` (every row of an id that appears twice: which one
 is right is unknown), `image_wrong_length` (not IMAGE_DIM floats, or null), `image_not_finite`,
-`empty_title` (null, empty or whitespace only). Events: `null_event_id`, `null_label`,
-`label_not_binary`, `unknown_item` (not in the snapshot), else the reason of their item.
+`empty_title` (null, empty or whitespace only). Events: `null_event_id`, `duplicate_event_id`
+(a later row of an id already seen in the partition: `pipeline.contracts.event_ids` finds them,
+the first copy is kept), `null_label`, `label_not_binary`, `invalid_user_id` (null or < 1),
+`event_ts_outside_partition` (null, or not within the partition's UTC day: an upstream time-zone
+bug or a late file), `hour_mismatch` (`hour_of_day` is not the UTC hour of `event_ts`),
+`unknown_item` (not in the snapshot), else the reason of their item. docs/data.md lists them.
 
 Histories longer than MAX_HISTORY are NOT rejected: they keep their most recent MAX_HISTORY
 ids and are counted as `history_truncated`. The model reads only the most recent ids anyway,
@@ -15,6 +19,7 @@ and dropping those rows would bias both training and the gate against the most a
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,12 +30,15 @@ from pipeline.contracts import features as F
 from pipeline.contracts import raw
 
 ITEM_REASONS = ("null_item_id", "duplicate_item_id", "image_wrong_length", "image_not_finite", "empty_title")
-EVENT_REASONS = ("null_event_id", "null_label", "label_not_binary", "unknown_item")
+EVENT_REASONS = ("null_event_id", "duplicate_event_id", "null_label", "label_not_binary", "invalid_user_id",
+                 "event_ts_outside_partition", "hour_mismatch", "unknown_item")
 TRUNCATED = "history_truncated"
 ITEM_COLUMNS = (F.ITEM_ID, F.TITLE, F.IMAGE)                    # what the item rules read
-EVENT_COLUMNS = (F.EVENT_ID, F.ITEM_ID, F.HISTORY, F.LABEL)     # what the event rules read
+EVENT_COLUMNS = (F.EVENT_ID, F.EVENT_TS, F.USER_ID, F.ITEM_ID, F.HISTORY, F.HOUR, F.LABEL)  # the event rules'
 # What preprocess and evaluate read of an event: the rules' columns and the model's event features.
-MODEL_EVENT_COLUMNS = (*EVENT_COLUMNS, F.USER_ID, F.PLATFORM, F.HOUR)
+MODEL_EVENT_COLUMNS = (*EVENT_COLUMNS, F.PLATFORM)
+_DAY_US = 86_400_000_000
+_HOUR_US = 3_600_000_000
 
 
 def first_reason(masks: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -164,16 +172,34 @@ class CheckedEvents:
     table: pa.Table              # the normalized table, for the columns the rules do not read
 
 
-def check_events(table: pa.Table, catalog: Catalog) -> CheckedEvents:
+def time_masks(table: pa.Table, day: dt.date) -> dict[str, np.ndarray]:
+    """`event_ts_outside_partition` and `hour_mismatch` of a normalized events table whose
+    partition is `day` (a null hour is context left out, not a contradiction)."""
+    micros = pc.fill_null(pc.cast(table.column(F.EVENT_TS), pa.int64()), -1).to_numpy().astype(np.int64)
+    start = (day - dt.date(1970, 1, 1)).days * _DAY_US
+    outside = (micros < start) | (micros >= start + _DAY_US) | table.column(F.EVENT_TS).is_null().to_numpy(
+        zero_copy_only=False)
+    hours = pc.fill_null(table.column(F.HOUR), -1).to_numpy().astype(np.int64)
+    mismatch = ~outside & (hours >= 0) & (hours != (micros - start) // _HOUR_US)
+    return {"event_ts_outside_partition": outside, "hour_mismatch": mismatch}
+
+
+def check_events(table: pa.Table, catalog: Catalog, day: dt.date, repeats: np.ndarray) -> CheckedEvents:
+    """The reasons of every row of one events partition's batch: `day` is the partition's date,
+    `repeats` flags the rows repeating an earlier event id (event_ids.repeat_mask)."""
     table = raw.normalize(table, "events")
     event_ids = table.column(F.EVENT_ID)
     items = pc.fill_null(table.column(F.ITEM_ID), -1).to_numpy().astype(np.int64)
     labels_col = table.column(F.LABEL)
     labels = pc.fill_null(labels_col, 0).to_numpy().astype(np.int64)
+    users = pc.fill_null(table.column(F.USER_ID), 0).to_numpy().astype(np.int64)
     reasons = first_reason({
         "null_event_id": event_ids.is_null().to_numpy(zero_copy_only=False),
+        "duplicate_event_id": np.asarray(repeats, dtype=bool),
         "null_label": labels_col.is_null().to_numpy(zero_copy_only=False),
         "label_not_binary": (labels != 0) & (labels != 1),
+        "invalid_user_id": users < 1,
+        **time_masks(table, day),
     }, table.num_rows)
     reasons = np.where(reasons == "", catalog.event_reasons(items), reasons)
     offsets, flat = list_parts(table.column(F.HISTORY))

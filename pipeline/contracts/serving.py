@@ -111,11 +111,35 @@ def lock_path(serving_base: Path, model_name: str) -> Path:
     return serving_base / f"{model_name}.lock"
 
 
+def history_path(serving_base: Path, model_name: str, kind: str, version: int) -> Path:
+    return history_dir(serving_base, model_name) / f"{kind}-{version:06d}.json"
+
+
 def write_history(serving_base: Path, model_name: str, kind: str, version: int,
                   record: dict[str, Any]) -> Path:
-    path = history_dir(serving_base, model_name) / f"{kind}-{version:06d}.json"
+    path = history_path(serving_base, model_name, kind, version)
     fsutil.write_json_atomic(path, record)
     return path
+
+
+class RolledBackError(RuntimeError):
+    """A push of a model that a rollback took away: no retry changes that (force overrides)."""
+
+
+def rolled_back_digests(serving_base: Path, model_name: str) -> dict[str, dict[str, Any]]:
+    """digest -> the rollback record that took that model away, for every model a rollback took
+    away and no later rollback restored. Records older than `rolled_back_digest` name the
+    version only: its push record gives the digest."""
+    pushes = read_history(serving_base, model_name, "push")
+    taken: dict[str, dict[str, Any]] = {}
+    for record in read_history(serving_base, model_name, "rollback").values():
+        if record.get("unpublished"):
+            continue
+        away = record.get("rolled_back_digest") or pushes.get(record.get("rolled_back_from"), {}).get("model_digest")
+        taken.pop(record.get("model_digest"), None)        # restoring a model gives it back
+        if away:
+            taken[away] = record
+    return taken
 
 
 def read_history(serving_base: Path, model_name: str, kind: str) -> dict[int, dict[str, Any]]:

@@ -36,7 +36,7 @@ from components.train.worker.callbacks import (
 from components.train.worker.input import Split, item_content, make_dataset, read_split, worker_files
 from pipeline.config import Config, TrainConfig, from_dict
 from pipeline.contracts import item_table as IT
-from pipeline.contracts import serving
+from pipeline.contracts import serving, staged
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
 
@@ -115,6 +115,12 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
              gang_barrier(strategy), collective)
     beat = HeartbeatWriter(ready_file) if ready_file else None   # also says "joined the gang"
     data_dir = Path(data_dir or paths.staged_dir)
+    with staged.reading(data_dir):        # stage never deletes shards a gang reads
+        return _train(config, paths, task, strategy, collective, mixed, data_dir, beat)
+
+
+def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: str, mixed: bool,
+           data_dir: Path, beat: HeartbeatWriter | None) -> TrainResult | None:
     train_split, eval_split = _train_split(data_dir, task), _eval_split(data_dir, paths)
     train_split, valid_split = train_split.hold_out(config.train.validation_shards, task.num_workers)
     log.info("data: %d train / %d validation / %d eval examples", train_split.examples,

@@ -1,12 +1,16 @@
 """Vectorized row validation: every reason on hand-built Arrow tables, truncation keeps the newest."""
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pyarrow as pa
 
 from components.preprocess import batches as B
 from pipeline.contracts import features as F
 from pipeline.contracts import rows
+
+DAY = dt.date(2026, 11, 2)
 
 
 def _items_table() -> pa.Table:
@@ -39,12 +43,19 @@ def _events_table() -> pa.Table:
         F.USER_ID: pa.array([7, 8, 9, 10, None, 12], pa.int64()),
         F.PLATFORM: pa.array(["web", "ios", None, "android", "web", "tv"]),
         F.HOUR: pa.array([0, 23, 5, 6, 7, None], pa.int32()),
+        F.EVENT_TS: pa.array([dt.datetime(2026, 11, 2, h, tzinfo=dt.UTC) for h in (0, 23, 5, 6, 7, 8)],
+                             pa.timestamp("us", tz="UTC")),
     })
+
+
+def _validate_events(split, catalog):
+    table = _events_table()
+    return B.validate_events(table, split, catalog, DAY, np.zeros(table.num_rows, dtype=bool))
 
 
 def test_validate_events_rejects_and_truncates():
     catalog = rows.Catalog(np.array([1]), np.array([2]), np.array(["empty_title"], dtype=object))
-    batch, counts, rejected = B.validate_events(_events_table(), "train", catalog)
+    batch, counts, rejected = _validate_events("train", catalog)
     assert batch.event_ids.tolist() == ["e0", "e5"]
     assert {r["event_id"]: r["reason"] for r in rejected} == {
         "e1": "empty_title", "e2": "unknown_item", "e3": "null_label", None: "null_event_id"}
@@ -57,7 +68,7 @@ def test_validate_events_rejects_and_truncates():
 
 def test_slices_and_analysis_rows_keep_lists_aligned():
     catalog = rows.Catalog(np.array([1, 2]), np.zeros(0, np.int64), np.zeros(0, object))
-    batch, _, _ = B.validate_events(_events_table(), "eval", catalog)
+    batch, _, _ = _validate_events("eval", catalog)
     part = batch.slice(1, 3)
     assert part.event_ids.tolist() == ["e1", "e5"] and part.item_ids.tolist() == [2, 1]
     assert part.hist_offsets.tolist() == [0, 1, 4] and part.hist_values.tolist() == [3, 1, 0, 2]

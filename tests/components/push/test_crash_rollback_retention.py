@@ -283,3 +283,111 @@ def test_a_real_export_is_warmed_up_and_verified_through_both_client_signatures(
     got = fn(**{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})["probability"]
     assert float(got.numpy().ravel()[0]) == pytest.approx(json.loads(good)["examples"][0][
         "candidate_by_id_probability"], abs=1e-5)
+
+
+def _same_predictions_other_digest(runs, model_dir):
+    """The stand-in with one more export asset: other bytes (digest), same answers."""
+    (model_dir / "assets.extra").mkdir(exist_ok=True)
+    (model_dir / "assets.extra" / "note.txt").write_text("retrained")
+
+
+def test_a_rolled_back_model_stays_rolled_back_when_its_run_is_retried(runs, tmp_path):
+    config, one = runs.make(CLEAN_DAY, run_id="one")
+    assert evaluate(config, one).blessed and run(config, one).version == 1
+    config, two = runs.make(CLEAN_DAY, run_id="two")
+    _same_predictions_other_digest(runs, two.model_dir)
+    assert evaluate(config, two).blessed and run(config, two).version == 2
+    assert main(["rollback", "--reason", "INC-7: CTR fell", "--config", str(_config_file(config, tmp_path))]) == 0
+    assert _versions(config) == [1, 2, 3]
+
+    with pytest.raises(serving.RolledBackError, match=r"rollback record version 3 .*rollback-000003.json\) took "
+                                                      r"version 2 away at .*'INC-7: CTR fell'"):
+        run(config, two)                                   # an Airflow retry / "clear task" of that night
+    done = subprocess.run([sys.executable, "-m", "components.push", "push", "--date", CLEAN_DAY.isoformat(),
+                           "--run-id", "two", "--config", str(_config_file(config, tmp_path))],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len([x for x in done.stderr.splitlines() if "push refused: RolledBackError" in x]) == 1
+    assert _versions(config) == [1, 2, 3]
+
+    forced = run(config.with_overrides({"push.force": True, "push.force_reason": "INC-7 fixed upstream"}), two)
+    assert forced.version == 4
+    assert serving.read_push_record(two.model_base / "4")["overrides_rollback"] == 3
+
+
+def _children(pid: int, needle: str) -> list[int]:
+    found = []
+    for stat in os.listdir("/proc"):
+        if not stat.isdigit():
+            continue
+        try:
+            with open(f"/proc/{stat}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{stat}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if ppid == pid and needle in cmdline:
+            found.append(int(stat))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_push_killed_while_verifying_leaves_no_verifier_and_the_retry_finishes(runs, tmp_path):
+    config, paths = runs.make(CLEAN_DAY)
+    assert evaluate(config, paths).blessed
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "components.push", "push", "--date", CLEAN_DAY.isoformat(),
+                             "--run-id", paths.run_id, "--config", str(_config_file(config, tmp_path))],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (verifiers := _children(proc.pid, "components.push.verify")):
+        assert proc.poll() is None, f"push ended before verifying: {proc.stderr.read().decode()[-2000:]}"
+        assert time.monotonic() < deadline, "push never started its verifier"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while any(_alive(v) for v in verifiers):
+        assert time.monotonic() < deadline, f"verifier {verifiers} outlived the killed push"
+        time.sleep(0.05)
+    assert _versions(config) == [1]                        # published, never recorded as verified
+    result = run(config, paths)
+    assert result.pushed and result.version == 1
+    assert serving.read_history(config.data.serving_base, "recommender", "push")[1]["verification"]["ok"]
+    assert not [p for p in paths.model_base.iterdir() if p.name.startswith(".")]      # its temp went too
+
+
+def test_a_disk_that_fills_while_the_warmup_is_written_leaves_nothing_and_says_so(runs, tmp_path, monkeypatch):
+    from components.push import publish
+    from pipeline.fsutil import DiskFullError
+    from tests.small_disk import fill, small_disk
+
+    need = _tree_bytes(runs.make(CLEAN_DAY)[1].model_dir)
+    with small_disk(tmp_path / "serving", need + 2**20) as disk:
+        config, paths = runs.make(CLEAN_DAY, **{"data.serving_base": str(disk)})
+        evaluate(config, paths)
+        real_digest, fillers = publish.serving.tree_digest, []
+
+        def digest_then_fill(root):                         # the model is copied; the disk fills
+            out = real_digest(root)
+            if root.name.startswith(".") and not fillers:
+                fillers.append(fill(disk))
+            return out
+
+        monkeypatch.setattr(publish.serving, "tree_digest", digest_then_fill)
+        with pytest.raises(DiskFullError, match=r"disk full while copying .* free space there and retry"):
+            run(config, paths)
+        assert fillers and _versions(config) == [] and not list(disk.glob(".recommender.push-*"))
+        monkeypatch.setattr(publish.serving, "tree_digest", real_digest)
+        fillers[0].unlink()
+        result = run(config, paths)
+        warmup = paths.model_base / "1" / "assets.extra" / serving.WARMUP_FILE
+        assert result.version == 1 and warmup.stat().st_size > 0

@@ -154,3 +154,40 @@ def test_a_full_ssd_is_named_publishes_nothing_and_a_rerun_succeeds(config, sour
         monkeypatch.setattr(stage_run, "copy_verified", real_copy)
         result = run(cfg, paths)
         assert verify_staged(paths.staged_dir) == [] and result.num_shards > 0
+
+
+def test_an_ssd_that_holds_keep_runs_makes_room_before_copying_but_never_from_a_running_gang(
+        config, source, tmp_path):
+    """staging_keep_runs=1 on an SSD that holds one run and a half: tonight's copy deletes
+    yesterday's run first instead of failing; while a gang reads yesterday's run, it is kept and
+    the stage CLI refuses on one line (exit 2) with what to do."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from pipeline.config import PROJECT_ROOT
+    from pipeline.contracts import staged
+    from tests.small_disk import small_disk
+
+    need = _staged_bytes(source)
+    with small_disk(tmp_path / "ssd", need + need // 2) as disk:
+        cfg = config.with_overrides({"data.staging_root": str(disk), "preprocess.staging_keep_runs": 1})
+        yesterday = _clone_run(cfg, source, "yesterday")
+        run(cfg, yesterday)
+        tonight = _clone_run(cfg, source, "tonight")
+        result = run(cfg, tonight)
+        assert result.removed_runs == [str(yesterday.staged_dir)] and not yesterday.staged_dir.exists()
+        assert verify_staged(tonight.staged_dir) == []
+
+        later = _clone_run(cfg, source, "later")
+        params = tmp_path / "params.yaml"
+        params.write_text(yaml.safe_dump(cfg.to_dict()))
+        with staged.reading(tonight.staged_dir):              # a gang still reads it
+            done = subprocess.run([sys.executable, "-m", "components.stage", "--config", str(params),
+                                   "--date", RUN_DATE.isoformat(), "--run-id", "later"],
+                                  cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        (line,) = [x for x in done.stderr.splitlines() if "needs" in x]
+        assert f"{disk}/{RUN_DATE}: staging" in line and "free space there and retry" in line
+        assert verify_staged(tonight.staged_dir) == [] and not later.staged_dir.exists()

@@ -51,3 +51,14 @@ def fixed_size_images(table: pa.Table, path) -> None:
         i = table.column_names.index(F.IMAGE)
         table = table.set_column(i, F.IMAGE, table.column(i).cast(pa.list_(pa.float32(), F.IMAGE_DIM)))
     pq.write_table(table, path)
+
+
+def with_polars(table: pa.Table, path) -> None:
+    """Polars' own writer, its defaults: large strings and lists, its timestamp spelling; the
+    image as Polars' fixed-width Array (what a Polars job holding a 2048-float feature writes)."""
+    import polars as pl
+
+    frame = pl.from_arrow(table)
+    if F.IMAGE in frame.columns:
+        frame = frame.with_columns(pl.col(F.IMAGE).cast(pl.Array(pl.Float32, F.IMAGE_DIM)))
+    frame.write_parquet(path)

@@ -21,6 +21,7 @@ from tests.pipeline.contracts.encodings import (
     pandas_float_lists,
     rewrite,
     with_pandas,
+    with_polars,
 )
 
 
@@ -61,8 +62,9 @@ def test_logically_different_types_are_refused(found, want, says):
     assert says in raw.type_problem(found, want)
 
 
-@pytest.mark.parametrize("write", [large_types, with_pandas, pandas_float_lists, fixed_size_images],
-                         ids=["pyarrow-large-types", "pandas", "pandas-float64-images", "fixed-size-images"])
+@pytest.mark.parametrize("write", [large_types, with_pandas, pandas_float_lists, fixed_size_images, with_polars],
+                         ids=["pyarrow-large-types", "pandas", "pandas-float64-images", "fixed-size-images",
+                              "polars"])
 def test_validate_and_evaluate_read_equivalent_files(tiny_config, raw_data, tmp_path, write):
     config = make_tiny_config(tmp_path, **{"data.raw_root": str(tmp_path / "raw")})
     rewrite(tiny_config.data.raw_root, config.data.raw_root, write)

@@ -10,8 +10,8 @@ import pytest
 
 from components.evaluate.data import EvalData
 from components.preprocess import batches as B
+from pipeline.contracts import event_ids, rows
 from pipeline.contracts import features as F
-from pipeline.contracts import rows
 from pipeline.paths import RunPaths, events_partition, items_partition
 from tests.conftest import make_tiny_config
 
@@ -28,16 +28,20 @@ def _hand_made(raw_root) -> None:
         F.CATEGORY: pa.array(["a"] * 7), F.PRICE: pa.array([1.0] * 7),
         F.IMAGE: pa.array([good, good, nan, good[:-1], good, good, good], pa.list_(pa.float32())),
     })
+    at = dt.datetime(2026, 11, 2, 3, tzinfo=dt.UTC)
+    # e10 repeats e0 (the first copy is kept); e11 is dated the day before (a time-zone bug),
+    # e12 says hour 5 at 03:00; e13 has no user, e14 user 0.
     events = pa.table({
-        F.EVENT_ID: pa.array(["e0", "e1", "e2", "e3", "e4", None, "e6", "e7", "e8", "e9"]),
-        F.EVENT_TS: pa.array([dt.datetime(2026, 11, 2, 3, tzinfo=dt.UTC)] * 10, pa.timestamp("us", tz="UTC")),
-        F.USER_ID: pa.array(list(range(1, 11)), pa.int64()),
-        F.ITEM_ID: pa.array([1, 2, 3, 4, 5, 1, 1, 1, 99, 6], pa.int64()),
-        F.HISTORY: pa.array([list(range(1, 71)), [3], [], None, [1], [1], [2], [1, 2], [], []],
+        F.EVENT_ID: pa.array(["e0", "e1", "e2", "e3", "e4", None, "e6", "e7", "e8", "e9",
+                              "e0", "e11", "e12", "e13", "e14"]),
+        F.EVENT_TS: pa.array([at] * 11 + [at - dt.timedelta(hours=8), at, at, at], pa.timestamp("us", tz="UTC")),
+        F.USER_ID: pa.array([*range(1, 14), None, 0], pa.int64()),
+        F.ITEM_ID: pa.array([1, 2, 3, 4, 5, 1, 1, 1, 99, 6, 1, 1, 1, 1, 1], pa.int64()),
+        F.HISTORY: pa.array([list(range(1, 71)), [3], [], None, [1], [1], [2], [1, 2], [], [], [], [], [], [], []],
                             pa.list_(pa.int64())),
-        F.PLATFORM: pa.array(["web"] * 10),
-        F.HOUR: pa.array([3] * 10, pa.int32()),
-        F.LABEL: pa.array([1, 0, 1, 0, 1, 0, None, 2, 0, 1], pa.int64()),
+        F.PLATFORM: pa.array(["web"] * 15),
+        F.HOUR: pa.array([3] * 11 + [19, 5, 3, 3], pa.int32()),
+        F.LABEL: pa.array([1, 0, 1, 0, 1, 0, None, 2, 0, 1, 1, 0, 0, 0, 0], pa.int64()),
     })
     for folder, table, name in ((items_partition(raw_root, DAY), items, "items.parquet"),
                                 (events_partition(raw_root, DAY), events, "part-0.parquet")):
@@ -50,11 +54,14 @@ def _preprocess_view(raw_root, day) -> tuple[dict, dict, dict]:
     items = pq.read_table(items_partition(raw_root, day), columns=list(rows.ITEM_COLUMNS))
     good, bad_ids, bad_reasons = B.validate_items(items)
     catalog = rows.Catalog.merge([rows.Catalog(np.sort(good.item_ids), bad_ids, bad_reasons)])
-    events = pq.read_table(events_partition(raw_root, day), columns=list(rows.MODEL_EVENT_COLUMNS))
-    batch, counts, rejected = B.validate_events(events, "eval", catalog)
+    files = sorted(events_partition(raw_root, day).glob("*.parquet"))
+    repeats = event_ids.read_partition(day, files).repeats
+    events = pq.read_table(files[0], columns=list(rows.MODEL_EVENT_COLUMNS))
+    mask = event_ids.repeat_mask(repeats, files[0], 0, events.num_rows)
+    batch, counts, rejected = B.validate_events(events, "eval", catalog, day, mask)
     histories = np.split(batch.hist_values, batch.hist_offsets[1:-1]) if len(batch) else []
     kept = {e: h.tolist() for e, h in zip(batch.event_ids.tolist(), histories)}
-    return kept, {r["event_id"]: r["reason"] for r in rejected}, counts[rows.TRUNCATED]
+    return kept, {(r["event_id"], r["reason"]) for r in rejected}, counts[rows.TRUNCATED]
 
 
 def _evaluate_view(config, day) -> tuple[dict, dict, int]:
@@ -63,9 +70,9 @@ def _evaluate_view(config, day) -> tuple[dict, dict, int]:
     return kept, dict(data.rejected), data.truncated
 
 
-def _reason_counts(rejected: dict) -> dict:
+def _reason_counts(rejected: set) -> dict:
     out = {}
-    for reason in rejected.values():
+    for _, reason in rejected:
         out[reason] = out.get(reason, 0) + 1
     return out
 
@@ -75,9 +82,11 @@ def test_hand_made_rows_get_one_verdict_from_both_stages(tmp_path):
     _hand_made(config.data.raw_root)
     kept, rejected, truncated = _preprocess_view(config.data.raw_root, DAY)
     assert set(kept) == {"e0"} and kept["e0"] == list(range(21, 71))      # the most recent 50 of 70
-    assert rejected == {"e1": "empty_title", "e2": "image_not_finite", "e3": "image_wrong_length",
-                        "e4": "duplicate_item_id", None: "null_event_id", "e6": "null_label",
-                        "e7": "label_not_binary", "e8": "unknown_item", "e9": "empty_title"}
+    assert rejected == {("e1", "empty_title"), ("e2", "image_not_finite"), ("e3", "image_wrong_length"),
+                        ("e4", "duplicate_item_id"), (None, "null_event_id"), ("e6", "null_label"),
+                        ("e7", "label_not_binary"), ("e8", "unknown_item"), ("e9", "empty_title"),
+                        ("e0", "duplicate_event_id"), ("e11", "event_ts_outside_partition"),
+                        ("e12", "hour_mismatch"), ("e13", "invalid_user_id"), ("e14", "invalid_user_id")}
     assert truncated == 1
     eval_kept, eval_rejected, eval_truncated = _evaluate_view(config, DAY)
     assert eval_kept == kept and eval_rejected == _reason_counts(rejected) and eval_truncated == truncated
@@ -91,7 +100,7 @@ def test_generated_malformed_day_same_population_in_preprocess_and_evaluate(tmp_
     generate(config.data.raw_root, DAY, 1, users=200, items=150, events_per_day=1200, seed=5,
              faults={DAY: [f"malformed:{rate}"]})
     kept, rejected, truncated = _preprocess_view(config.data.raw_root, DAY)
-    assert {"unknown_item", "null_label", "image_not_finite", "empty_title"} <= set(rejected.values())
+    assert {"unknown_item", "null_label", "image_not_finite", "empty_title"} <= {r for _, r in rejected}
     assert truncated > 0 and len(kept) > 0
     eval_kept, eval_rejected, eval_truncated = _evaluate_view(config, DAY)
     assert eval_kept == kept                   # same event ids, same (truncated) histories
