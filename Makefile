@@ -8,14 +8,17 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup test test-fast test-integration test-airflow test-packaging lint demo airflow bench clean
+.PHONY: setup test test-fast test-integration test-airflow test-packaging lint demo airflow airflow-celery bench clean
 
 # Idempotent: reinstalls only when setup.py or the constraints changed.
 setup: $(STAMP)
-$(STAMP): setup.py constraints.txt
+# The celery extra and Debian's PostgreSQL + Redis: `make airflow-celery` and the live-Airflow tests
+# run the production-shaped stack (scripts/install_stack.sh installs what is missing).
+$(STAMP): setup.py constraints.txt scripts/install_stack.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[airflow,worker,dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[airflow,celery,worker,dev]'
+	bash scripts/install_stack.sh
 	@touch $(STAMP)
 
 # xdist workers: each heavy tier is one group on one worker (tests/tiers.py); 0 = no xdist.
@@ -48,6 +51,10 @@ demo: setup
 
 airflow: setup
 	bash scripts/airflow_standalone.sh
+
+# The same on PostgreSQL + Redis + CeleryExecutor (two workers, training on its own queue).
+airflow-celery: setup
+	RECO_AIRFLOW_STACK=celery bash scripts/airflow_standalone.sh
 
 bench: setup
 	$(PY) -m bench

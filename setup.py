@@ -8,6 +8,8 @@ AIRFLOW = [
     "apache-airflow>=3.3,<4",
     "apache-airflow-providers-cncf-kubernetes>=10",
 ]
+# `make airflow-celery` and the live-Airflow tests: CeleryExecutor on Redis, PostgreSQL (sync + async drivers).
+CELERY = ["apache-airflow-providers-celery>=3.10", "psycopg2-binary>=2.9", "asyncpg>=0.29", "redis>=5"]
 # The steps' bodies: Beam + tf.Transform preprocessing, training, evaluation, push. No Airflow.
 WORKER = [
     "tensorflow>=2.21,<2.22",
@@ -36,7 +38,7 @@ setup(
     package_data={"components.evaluate": ["templates/*.html.j2"]},
     # `pipeline/` (config, contracts, DAG-side orchestration) needs only these; each side adds its extra.
     install_requires=COMMON,
-    extras_require={"airflow": AIRFLOW, "worker": WORKER, "dev": DEV},
+    extras_require={"airflow": AIRFLOW, "celery": CELERY, "worker": WORKER, "dev": DEV},
     entry_points={
         "console_scripts": [
             "reco-generate-data=pipeline.datagen.cli:main",

@@ -136,7 +136,7 @@ def stage(spec: dict, _pre: dict) -> dict:
     return _no_retry_if_permanent(orch.run_stage)(_spec(spec))
 
 
-@task(pool=CONFIG.schedule.training_pool,
+@task(pool=CONFIG.schedule.training_pool, queue=CONFIG.schedule.training_queue,
       execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600))
 def train(spec: dict, _staged: dict) -> dict:
     """ONE task launches and supervises all workers (mapped tasks are not co-scheduled)."""
@@ -205,7 +205,7 @@ def _pod_steps(spec, validated):
 
     preprocess_op = pods.preprocess_pod(CONFIG, execution_timeout=dt.timedelta(hours=2),
                                         doc_md="Beam launcher pod (runner from config).")
-    train_op = pods.train_pod(CONFIG, pool=CONFIG.schedule.training_pool,
+    train_op = pods.train_pod(CONFIG, pool=CONFIG.schedule.training_pool, queue=CONFIG.schedule.training_queue,
                               execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600),
                               doc_md="Gang launcher pod: each worker pod stages its own shards "
                                      "onto its node's SSD (init container), then trains.")

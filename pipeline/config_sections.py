@@ -182,6 +182,7 @@ class ScheduleConfig:
     timezone: str = "UTC"
     training_pool: str = "training"
     training_pool_slots: int = 1
+    training_queue: str = "training"        # Celery queue of the train task; LocalExecutor ignores it
     retries: int = 1
     retry_delay_s: float = 120.0
     data_wait_h: float = 8.0                # wait for _SUCCESS markers until D ends + this (0: never wait)

@@ -1,5 +1,7 @@
 """A real Airflow for tests: `scripts/airflow_standalone.sh` (what `make airflow` runs) in a temp
-AIRFLOW_HOME on a free loopback port, logged in through its REST API, stopped by PID.
+AIRFLOW_HOME on a free loopback port, logged in through its REST API, stopped by PID. By default
+on the stack production runs (`make airflow-celery`: PostgreSQL, Redis, two Celery workers, the
+training task on its own queue), each service on its own free loopback port.
 
 One per test session (the `live` fixture): the `make airflow` checks (tests/scripts) and the
 nightly story under the scheduler (tests/dags) share it; the Ctrl-C test stops it, and a test
@@ -10,10 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,10 +41,13 @@ def free_port() -> int:
 class LiveAirflow:
     """The script's process, its URL and an authenticated session once `start` returned."""
 
-    def __init__(self, home: Path, extra_env: dict[str, str] | None = None):
-        self.home, self.port = home, free_port()
+    def __init__(self, home: Path, extra_env: dict[str, str] | None = None, stack: str = "celery"):
+        self.home, self.port, self.stack = home, free_port(), stack
+        self.pg_port, self.redis_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AIRFLOW_HOME": str(home), "RECO_AIRFLOW_PORT": str(self.port),
+               "RECO_AIRFLOW_STACK": stack, "RECO_PG_PORT": str(self.pg_port),
+               "RECO_REDIS_PORT": str(self.redis_port),
                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **(extra_env or {})}
         self.env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW__")}   # the script's own settings
         self.proc: subprocess.Popen | None = None
@@ -106,6 +113,14 @@ class LiveAirflow:
                          headers={"Accept": "application/json"})
         return json.dumps(reply.json())
 
+    def sql(self, query: str) -> str:
+        """A query on the metadata database (stack=celery: the PostgreSQL the script started)."""
+        secrets = dict(line.split("=", 1) for line in (self.home / "stack.env").read_text().split())
+        done = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "reco", "-d", "airflow",
+                               "-tAc", query], env={**os.environ, "PGPASSWORD": secrets["PG_PASSWORD"]},
+                              capture_output=True, text=True, timeout=30, check=True)
+        return done.stdout.strip()
+
     def component_logs(self) -> dict[str, str]:
         return {p.name: p.read_text()[-1500:] for p in (self.home / "logs").glob("*.log")}
 
@@ -145,20 +160,32 @@ def _story_config(root: Path):
     return config
 
 
+def _searchable_root() -> Path:
+    """A temp root PostgreSQL's own user can reach (as root the script runs the server as
+    `postgres`, and pytest's temp base is private to its user); owner-only listing."""
+    root = Path(tempfile.mkdtemp(prefix="reco-live-"))
+    root.chmod(0o711)
+    return root
+
+
 @pytest.fixture(scope="session")
-def _live_airflow(tmp_path_factory):
-    holder: dict = {}
+def _live_airflow():
+    holder: dict = {"roots": []}
     yield holder
     if "airflow" in holder:
         holder["airflow"].stop()
+    for root in holder["roots"]:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
-def live(_live_airflow, tmp_path_factory):
-    """(config, LiveAirflow): logged in, the DAG parsed and unpaused; started at first use."""
+def live(_live_airflow):
+    """(config, LiveAirflow) on the production-shaped stack (PostgreSQL + Redis + CeleryExecutor,
+    `make airflow-celery`): logged in, the DAG parsed and unpaused; started at first use."""
     airflow = _live_airflow.get("airflow")
     if airflow is None or airflow.proc.poll() is not None:
-        root = tmp_path_factory.mktemp("live")
+        root = _searchable_root()
+        _live_airflow["roots"].append(root)
         _live_airflow["config"] = _story_config(root)
         airflow = _live_airflow["airflow"] = LiveAirflow(root / "airflow", {"RECO_CONFIG": str(root / "params.yaml")})
         airflow.start()

@@ -1,5 +1,6 @@
-"""The nightly DAG under a real scheduler: `make airflow`'s script in a temp AIRFLOW_HOME on loopback
-(the session's one live Airflow, tests/live_airflow.py), runs triggered through the REST API as a
+"""The nightly DAG under a real scheduler: `make airflow-celery`'s script (PostgreSQL, Redis,
+CeleryExecutor with a default and a training worker) in a temp AIRFLOW_HOME on loopback (the
+session's one live Airflow, tests/live_airflow.py), runs triggered through the REST API as a
 person or a CI job would.
 
 Two stories: conf refusals; and one night that meets everything on-call meets: the run waits for
@@ -117,5 +118,13 @@ def test_a_night_waits_for_its_data_survives_a_killed_worker_and_a_forced_push_w
     summary = run_file(config, STORY_DAY, "summary.json")
     assert summary["pushed"] and summary["served_version"] == before + 1, summary
     assert events[-1]["auc"] == summary["candidate_auc"]
+    # The stack production runs: the run is in PostgreSQL; the gang launcher ran on the training
+    # queue's worker, everything else on the default one.
+    assert airflow.sql(f"SELECT count(*) FROM dag_run WHERE run_id = '{run_id}'") == "1"
+    assert train["queue"] == "training"
+    logs = airflow.home / "logs"
+    assert "task_id=train/" in (logs / "worker-training.log").read_text()
+    default_log = (logs / "worker-default.log").read_text()
+    assert "task_id=push/" in default_log and "task_id=train/" not in default_log
     waited = airflow.task_log(run_id, "wait_for_data")
     assert "waiting until" in waited and f"for events ds={STORY_DAY.isoformat()}" in waited, waited[-3000:]
