@@ -121,7 +121,7 @@ def validate(spec: dict) -> dict:
     return _no_retry_if_permanent(orch.run_validate)(_spec(spec))
 
 
-@task(execution_timeout=dt.timedelta(hours=2), outlets=[assets.examples(CONFIG)])
+@task(pool=CONFIG.schedule.heavy_pool, execution_timeout=dt.timedelta(hours=2), outlets=[assets.examples(CONFIG)])
 def preprocess(spec: dict, _validated: dict) -> dict:
     """Beam + tf.Transform → transformed TFRecord shards (idempotent: reruns replace)."""
     result = _no_retry_if_permanent(orch.run_preprocess)(_spec(spec))
@@ -143,7 +143,7 @@ def train(spec: dict, _staged: dict) -> dict:
     return _no_retry_if_permanent(orch.run_train)(_spec(spec))
 
 
-@task(execution_timeout=dt.timedelta(hours=1), inlets=[assets.served_model(CONFIG)])
+@task(pool=CONFIG.schedule.heavy_pool, execution_timeout=dt.timedelta(hours=1), inlets=[assets.served_model(CONFIG)])
 def evaluate(spec: dict, _trained: dict) -> dict:
     """Candidate vs the version TF Serving serves now, on the day-D holdout."""
     return _no_retry_if_permanent(orch.run_evaluate)(_spec(spec))
@@ -185,8 +185,10 @@ def summary(spec: dict, preprocessed: dict, trained: dict, evaluation: dict) -> 
     """The run's summary: rows, AUCs, blessing, served version, report and TensorBoard paths."""
     ctx = get_current_context()
     pushed = ctx["ti"].xcom_pull(task_ids="push")
+    approval = ctx["ti"].xcom_pull(task_ids="approve_forced_push")
     _, reason = orch.gate(_spec(spec), evaluation)
-    results = {"preprocess": preprocessed, "train": trained, "evaluate": evaluation, "push": pushed}
+    results = {"preprocess": preprocessed, "train": trained, "evaluate": evaluation, "push": pushed,
+               "approval": (approval or {}).get("decision")}
     return orch.summarize(_spec(spec), results, reason)
 
 
@@ -203,13 +205,14 @@ def _pod_steps(spec, validated):
     TensorFlow); each training worker pod stages its own shards (no stage task)."""
     from pipeline import k8s_operators as pods
 
-    preprocess_op = pods.preprocess_pod(CONFIG, execution_timeout=dt.timedelta(hours=2),
+    heavy = CONFIG.schedule.heavy_pool
+    preprocess_op = pods.preprocess_pod(CONFIG, pool=heavy, execution_timeout=dt.timedelta(hours=2),
                                         doc_md="Beam launcher pod (runner from config).")
     train_op = pods.train_pod(CONFIG, pool=CONFIG.schedule.training_pool, queue=CONFIG.schedule.training_queue,
                               execution_timeout=dt.timedelta(seconds=CONFIG.train.timeout_s + 600),
                               doc_md="Gang launcher pod: each worker pod stages its own shards "
                                      "onto its node's SSD (init container), then trains.")
-    evaluate_op = pods.evaluate_pod(CONFIG, execution_timeout=dt.timedelta(hours=1),
+    evaluate_op = pods.evaluate_pod(CONFIG, pool=heavy, execution_timeout=dt.timedelta(hours=1),
                                     inlets=[assets.served_model(CONFIG)],
                                     doc_md="Candidate vs the served version (serving volume read-only).")
     validated >> preprocess_op >> train_op >> evaluate_op
@@ -240,7 +243,9 @@ SHAPES = {"local": (_local_steps, _local_push), "kubernetes": (_pod_steps, _pod_
     schedule=CronDataIntervalTimetable(CONFIG.schedule.cron, timezone=CONFIG.schedule.timezone),
     start_date=pendulum.datetime(2026, 1, 1, tz=CONFIG.schedule.timezone),
     catchup=False,
-    max_active_runs=1,
+    # More than one run at a time: a run deferred on its data wait holds no slot another needs;
+    # the heavy steps take turns in their pools (heavy: preprocess + evaluate; training: the gang).
+    max_active_runs=CONFIG.schedule.max_active_runs,
     params=PARAMS,
     doc_md=DOC,
     tags=["recommender", "training"],
@@ -265,7 +270,7 @@ def recommender_nightly():
     preprocessed, trained, evaluation = steps(spec, validated)
     approved = ForcedPushApproval(
         task_id="approve_forced_push", spec_task_id="resolve_run", eval_task_id="evaluate", retries=0,
-        enabled=CONFIG.push.force_needs_approval,
+        enabled=CONFIG.push.force_needs_approval, approvers=CONFIG.push.approvers,
         response_timeout=dt.timedelta(seconds=CONFIG.push.approval_timeout_s),
         doc_md="Waits for Approve in Required Actions when a NOT_BLESSED model is forced.")
     gate(spec, evaluation) >> approved

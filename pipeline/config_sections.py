@@ -172,6 +172,7 @@ class PushConfig:
     verify_timeout_s: float = 300.0  # the fresh verification process
     force_needs_approval: bool = True  # a forced push waits for Approve in Airflow's Required Actions
     approval_timeout_s: float = 14_400.0  # no answer by then: Reject (no push)
+    approvers: tuple[str, ...] = ()    # who may approve a forced push (empty: anyone but its requester)
     serving_url: str = ""            # TF Serving REST, e.g. http://tf-serving:8501: label canary, then stable
     label_wait_s: float = 300.0      # how long the new version may take to become AVAILABLE there
 
@@ -183,6 +184,9 @@ class ScheduleConfig:
     training_pool: str = "training"
     training_pool_slots: int = 1
     training_queue: str = "training"        # Celery queue of the train task; LocalExecutor ignores it
+    heavy_pool: str = "heavy"               # preprocess and evaluate of concurrent runs take turns here
+    heavy_pool_slots: int = 1
+    max_active_runs: int = 4                # a run waiting for its data never holds up another one
     retries: int = 1
     retry_delay_s: float = 120.0
     data_wait_h: float = 8.0                # wait for _SUCCESS markers until D ends + this (0: never wait)

@@ -227,6 +227,7 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
         "gate": gate_reason,
         "pushed": bool(pushed and pushed.pushed),
         "push_reason": pushed.reason if pushed else gate_reason,
+        "approval": results.get("approval"),      # a forced push's decision: who, when, why
         "served_version": serving.served_version(paths.model_base),
         "served_path": str(paths.model_base),
         "report": ev.report_path if ev else None,

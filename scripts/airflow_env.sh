@@ -15,7 +15,11 @@ reco_airflow_init() {
   mkdir -p "$AIRFLOW_HOME"
   airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log"; return 1; }
   # The training task runs in this pool; a task whose pool does not exist is never scheduled.
-  local slots
-  slots=$(python -c "from pipeline.config import load_config; print(load_config().schedule.training_pool_slots)")
-  airflow pools set training "$slots" "MultiWorkerMirroredStrategy training gangs" >/dev/null
+  # preprocess and evaluate of concurrent runs take turns in the heavy pool.
+  local pools
+  pools=$(python -c "from pipeline.config import load_config; s = load_config().schedule
+print(s.training_pool, s.training_pool_slots, s.heavy_pool, s.heavy_pool_slots)")
+  set -- $pools
+  airflow pools set "$1" "$2" "MultiWorkerMirroredStrategy training gangs" >/dev/null
+  airflow pools set "$3" "$4" "preprocess (Beam) and evaluate of concurrent runs" >/dev/null
 }

@@ -26,7 +26,9 @@ export AIRFLOW__API__BASE_URL="http://$HOST:$PORT"
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://$HOST:$PORT/execution/"
 export AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=False
-export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${RECO_AIRFLOW_USER:-admin}:admin"
+# Two people: the operator who triggers (and may force) runs, and an approver for a forced push
+# (four eyes: the requester's own Approve counts as a Reject; pipeline/approval.py).
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${RECO_AIRFLOW_USER:-admin}:admin,${RECO_AIRFLOW_APPROVER:-approver}:user"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-$CORES}"
 export AIRFLOW__API__WORKERS="${AIRFLOW__API__WORKERS:-1}"
@@ -108,7 +110,7 @@ for _ in range(240):
         time.sleep(0.5)
 PY
 echo "Airflow UI: http://$HOST:$PORT  (listening on $HOST only; stack: $STACK)"
-echo "login: ${RECO_AIRFLOW_USER:-admin}, password in $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE (written at first start)"
+echo "login: ${RECO_AIRFLOW_USER:-admin} (operator) or ${RECO_AIRFLOW_APPROVER:-approver} (approves forced pushes); passwords in $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE (written at first start)"
 echo "logs: $AIRFLOW_HOME/logs/*.log; Ctrl-C stops everything."
 echo "DAG: recommender_nightly. Unpause it before triggering: runs of a paused DAG stay queued."
 

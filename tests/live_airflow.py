@@ -80,8 +80,18 @@ class LiveAirflow:
             self.session.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
         return token
 
-    def api(self, method: str, path: str, **kwargs) -> requests.Response:
-        return self.session.request(method, f"{self.url}/api/v2{path}", timeout=30, **kwargs)
+    def api(self, method: str, path: str, as_user: str | None = None, **kwargs) -> requests.Response:
+        """A REST call as the logged-in operator, or as `as_user` (another person: four eyes)."""
+        session = self.session if as_user is None else self._session_of(as_user)
+        return session.request(method, f"{self.url}/api/v2{path}", timeout=30, **kwargs)
+
+    def _session_of(self, user: str) -> requests.Session:
+        password = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+        token = requests.post(f"{self.url}/auth/token", json={"username": user, "password": password}, timeout=10)
+        assert token.status_code == 201, token.text
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+        return session
 
     def wait_for_dag(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
@@ -152,7 +162,8 @@ def _story_config(root: Path):
     since = dt.datetime.now(dt.UTC) - dt.datetime.combine(STORY_DAY + dt.timedelta(days=1), dt.time(), dt.UTC)
     config = make_tiny_config(root, **{"schedule.cron": "0 2 1 1 *", "schedule.retries": 1,
                                        "schedule.retry_delay_s": 1.0, "schedule.data_poke_s": 1.0,
-                                       "schedule.data_wait_h": since.total_seconds() / 3600 + 1})
+                                       "schedule.data_wait_h": since.total_seconds() / 3600 + 1,
+                                       "push.approvers": ["approver"]})
     (root / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
     g = config.generator
     generate(config.data.raw_root, FIRST, (STORY_DAY - FIRST).days + 1, users=g.users, items=g.items,

@@ -35,12 +35,22 @@ def test_conf_refusals(live):
     for bad in ({"workers": 0}, {"epochs": "two"}, {"run_date": "2026-13-01"}):
         reply = airflow.trigger(bad)
         assert reply.status_code == 400 and next(iter(bad)) in reply.text, (bad, reply.text)
+    future = run_id_of(airflow.trigger({"run_date": "2099-01-01"}))   # not a complete day: refused at once
+    assert airflow.wait_for_run(future, timeout=180) == "failed"
+    log = airflow.task_log(future, "resolve_run")
+    assert "2099-01-01 is not a complete day yet; the last complete day is" in log, log[-3000:]
+
+
+def _a_typo_fails_while_another_run_waits(airflow, waiting: str) -> None:
+    """Another run is not held behind a run deferred on its data: the typo'd run gets its own
+    slot and fails in resolve_run while `waiting` is still deferred."""
     run_id = run_id_of(airflow.trigger({"run_date": "2026-11-04", "epoch": 1}))     # a typo: not a Param
     assert airflow.wait_for_run(run_id, timeout=180) == "failed"
     assert airflow.task_state(run_id, "resolve_run") == "failed"
     assert airflow.task_state(run_id, "wait_for_data") == "upstream_failed"
     log = airflow.task_log(run_id, "resolve_run")
     assert "unknown param(s) 'epoch'" in log and "epochs" in log, log[-3000:]
+    assert airflow.task_state(waiting, "wait_for_data") == "deferred"
 
 
 def served_events(airflow) -> list[dict]:
@@ -83,6 +93,7 @@ def test_a_night_waits_for_its_data_survives_a_killed_worker_and_a_forced_push_w
     airflow.wait_for("wait_for_data to defer", lambda: airflow.task_state(run_id, "wait_for_data") == "deferred",
                      timeout=240)
     assert airflow.task_state(run_id, "validate") in (None, "none", "scheduled", "queued")
+    _a_typo_fails_while_another_run_waits(airflow, run_id)
     mark_landed(landing)                                                   # the upstream export finishes
     airflow.wait_for("a training worker to finish epoch 1", lambda: _kill_a_worker_after_epoch_one(config, airflow),
                      timeout=600, every=0.2)
@@ -99,6 +110,7 @@ def test_a_night_waits_for_its_data_survives_a_killed_worker_and_a_forced_push_w
                      == "awaiting_input", timeout=300)
     detail = airflow.api("GET", hitl).json()
     assert "NOT_BLESSED" in detail["body"] and "scheduler test" in detail["body"], detail
+    assert "Requested by: admin" in detail["body"] and set(detail["params"]) == {"reason"}, detail
     assert airflow.task_state(run_id, "push") in (None, "none", "scheduled", "queued")
     # Airflow 3.3 race: an answer before the executor has reported the parked attempt as done
     # makes the scheduler see "state changed externally" and fail the task. A person is never
@@ -107,16 +119,23 @@ def test_a_night_waits_for_its_data_survives_a_killed_worker_and_a_forced_push_w
               f"dag_id='{DAG_ID}', task_id='approve_forced_push', run_id='{run_id}'")
     airflow.wait_for("the scheduler to see the parked attempt end",
                      lambda: parked in (airflow.home / "logs" / "scheduler.log").read_text(), timeout=120)
-    assert airflow.api("PATCH", hitl, json={"chosen_options": ["Approve"]}).status_code == 200
+    # Four eyes: the operator who forced the run cannot approve it (the request is assigned to
+    # the approver); the approver can.
+    own = airflow.api("PATCH", hitl, json={"chosen_options": ["Approve"]})
+    assert own.status_code == 403, own.text
+    answer = {"chosen_options": ["Approve"], "params_input": {"reason": "INC-9 checked"}}
+    assert airflow.api("PATCH", hitl, as_user="approver", json=answer).status_code == 200
     assert airflow.wait_for_run(run_id) == "success"
     record = json.loads((config.data.serving_base / config.push.model_name / str(before + 1) / "assets.extra" /
                          "push_record.json").read_text())
-    assert record["forced"] and record["force_reason"] == "scheduler test (approved by admin)", record
+    assert record["forced"] and record["force_reason"] == "scheduler test (approved by approver)", record
     events = served_events(airflow)
     assert len(events) == announced + 1 and not events[-1]["blessed"]
     assert (events[-1]["version"], events[-1]["run_date"]) == (before + 1, STORY_DAY.isoformat())
     summary = run_file(config, STORY_DAY, "summary.json")
     assert summary["pushed"] and summary["served_version"] == before + 1, summary
+    assert {k: summary["approval"][k] for k in ("decision", "by", "requested_by", "reason")} == \
+        {"decision": "Approve", "by": "approver", "requested_by": "admin", "reason": "INC-9 checked"}, summary
     assert events[-1]["auc"] == summary["candidate_auc"]
     # The stack production runs: the run is in PostgreSQL; the gang launcher ran on the training
     # queue's worker, everything else on the default one.
