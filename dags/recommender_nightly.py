@@ -76,6 +76,13 @@ def _log_retry(context) -> None:
     _log_failure(context, retrying=True)
 
 
+def _log_retry_start(context) -> None:
+    """A retry names the try it replaces: a try killed with its process logged nothing itself."""
+    ti = context["ti"]
+    if ti.try_number > 1:
+        log.warning(alerts.retry_line(ti.dag_id, ti.run_id, ti.task_id, ti.try_number))
+
+
 def _spec(spec: dict) -> orch.RunSpec:
     return orch.RunSpec.from_dict(spec)
 
@@ -255,6 +262,7 @@ SHAPES = {"local": (_local_steps, _local_push), "kubernetes": (_pod_steps, _pod_
         "retry_delay": dt.timedelta(seconds=CONFIG.schedule.retry_delay_s),
         "on_failure_callback": _log_failure,
         "on_retry_callback": _log_retry,
+        "on_execute_callback": _log_retry_start,
     },
 )
 def recommender_nightly():

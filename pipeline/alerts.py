@@ -1,5 +1,5 @@
-"""The lines on-call greps for: `RECO FAILED` on every failed try, `RECO DEADLINE` when the
-night's model is not served by a set time.
+"""The lines on-call greps for: `RECO FAILED` on every failed try, `RECO RETRY` at the start of
+every retry, `RECO DEADLINE` when the night's model is not served by a set time.
 
 Why an Airflow Deadline Alert (experimental in Airflow 3.3, hence off unless
 `schedule.serve_deadline_minutes` is set): the scheduler itself tracks the deadline, so a run
@@ -41,3 +41,11 @@ def failure_line(dag_id: str, run_id: str, task_id: str, try_number: int, retryi
     extra = f" (+{more} more)" if more else ""
     return (f"RECO FAILED dag={dag_id} run={run_id} task={task_id} try={try_number}"
             f"{' (will retry)' if retrying else ''}: {first}{extra}")
+
+
+def retry_line(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    """What a retry says about the try before it: a try whose process was killed (a scheduler or
+    worker restart) left no RECO FAILED line of its own, so this is the only trace on-call greps."""
+    return (f"RECO RETRY dag={dag_id} run={run_id} task={task_id} try={try_number}: try {try_number - 1} "
+            f"did not succeed; its RECO FAILED line says why, and without one its process died or was "
+            f"killed (a scheduler or worker restart, the OOM killer)")

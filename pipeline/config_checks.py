@@ -32,6 +32,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.dropout": (lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
     "train.gpus_per_worker": (lambda v: v >= 0, "an int >= 0"),
     "schedule.max_active_runs": (lambda v: v >= 1, "an int >= 1"),
+    "eval.trend_nights": (lambda v: v >= 1, "an int >= 1"),
     "schedule.heavy_pool_slots": (lambda v: v >= 1, "an int >= 1"),
     "train.threads_per_worker": (lambda v: v >= 0, "an int >= 0 (0 = automatic)"),
     "train.readers": (lambda v: v >= 1, "an int >= 1"),

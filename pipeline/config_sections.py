@@ -156,6 +156,7 @@ class EvalConfig:
     bootstrap_samples: int = 200
     seed: int = 0
     batch_size: int = 1024           # rows per scoring call through the serving signature
+    trend_nights: int = 14           # nights in the report's quality trend (pipeline/contracts/trend.py)
 
 
 @dataclass(frozen=True)

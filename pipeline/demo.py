@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,17 @@ def task_seconds(config: Config, day: dt.date) -> float:
     return total
 
 
+def live_airflow_pid(home: Path) -> int | None:
+    """The pid of a running `make airflow` on this Airflow home (its script writes the pid file
+    and removes it when it stops), else None; a pid file left by a killed script is stale."""
+    try:
+        pid = int((home / "airflow.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if b"airflow_standalone" in cmdline else None
+
+
 def reset_state(config: Config) -> None:
     for path in (config.data.raw_root, config.data.artifact_root, config.data.staging_root,
                  config.data.serving_base):
@@ -86,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     config = load_config()
+    home = Path(os.environ.get("AIRFLOW_HOME") or PROJECT_ROOT / "var" / "airflow")
+    if (pid := live_airflow_pid(home)) is not None:
+        log.error("make airflow is running on %s (pid %d): the demo would reset the data, artifacts and "
+                  "serving dir under its scheduler and share its metadata DB; stop it (Ctrl-C) first", home, pid)
+        return 2
     wall_start = time.perf_counter()
     if not args.keep_state:
         reset_state(config)

@@ -14,10 +14,12 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from pipeline.config import Config, ConfigError, load_config
+from pipeline.contracts import trend
 from pipeline.paths import RunPaths, parse_date
 from pipeline.results import EvalResult, PreprocessResult, PushResult, StepResult, TrainResult
 
@@ -238,5 +240,9 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
     log.info("SUMMARY %s", json.dumps(summary))
+    if ev and Path(ev.metrics_path).exists():
+        nights = json.loads(Path(ev.metrics_path).read_text()).get("trend") or []
+        log.info("TREND of the last %d nights (%s):\n%s", len(nights), Path(ev.report_path).parent / "trend.png",
+                 "\n".join(trend.table_lines(nights)))
     return summary
 

@@ -52,6 +52,7 @@ pids=()       # the Airflow components and Celery workers
 svc_pids=()   # PostgreSQL and Redis (stack=celery): stopped after everything that uses them
 stop() {
   trap - INT TERM EXIT
+  rm -f "$AIRFLOW_HOME/airflow.pid"
   trap '' PIPE   # whoever read our output may be gone (a killed terminal or test): still stop all
   echo "stopping Airflow (pids ${pids[*]:-none} ${svc_pids[*]:-})" 2>/dev/null || true
   stop_pids "${pids[@]}"
@@ -76,6 +77,9 @@ stop_pids() {
 # Ctrl-C / SIGTERM is how this is meant to end: say so and exit 0. Anything else ending it is not.
 trap 'stop; echo "stopped" 2>/dev/null || true; exit 0' INT TERM
 trap stop EXIT
+
+# `make demo` refuses to reset the data and serving dirs under a live Airflow of this home.
+echo $$ >"$AIRFLOW_HOME/airflow.pid"
 
 start_proc() {  # name, then the command (run in $START_DIR when set); logs to logs/<name>.log
   local name="$1"; shift

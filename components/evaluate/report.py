@@ -67,6 +67,30 @@ def plot_calibration(path: Path, label: np.ndarray, curves: dict[str, np.ndarray
     plt.close(fig)
 
 
+def plot_trend(path: Path, rows: list[dict[str, Any]]) -> None:
+    """The last nights' AUCs (candidate, served model, item popularity); NOT_BLESSED nights marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    dates = [r["run_date"][5:] for r in rows]
+    for key, style, name in (("candidate_auc", "o-", "candidate"), ("served_auc", "s--", "served model"),
+                             ("popularity_auc", "^:", "item popularity")):
+        values = [r[key] if r[key] is not None else float("nan") for r in rows]
+        ax.plot(dates, values, style, label=name)
+    for i, r in enumerate(rows):
+        if r["candidate_auc"] is not None and not r["blessed"]:
+            ax.annotate("NOT_BLESSED", (i, r["candidate_auc"]), fontsize=7, rotation=45, color="firebrick")
+    ax.set(xlabel="data date", ylabel="eval-day AUC", title=f"The last {len(rows)} nights")
+    ax.legend(loc="lower left", fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def write_html(path: Path, result: dict[str, Any], images: list[str]) -> None:
     """Render report.html from the (JSON-safe) evaluation `result`; `images` sit beside it."""
     marker = BLESSED if result["verdict"]["blessed"] else NOT_BLESSED

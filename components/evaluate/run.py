@@ -22,7 +22,7 @@ from components.evaluate import gate, metrics, report
 from components.evaluate.data import EvalBatch, EvalData
 from pipeline import fsutil
 from pipeline.config import Config
-from pipeline.contracts import event_ids, popularity, rows, serving
+from pipeline.contracts import event_ids, popularity, rows, serving, trend
 from pipeline.contracts import features as F
 from pipeline.contracts.evaluation import (
     BLESSED,
@@ -100,6 +100,7 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
         "rows_read": data.rows, "rejected": dict(data.rejected), rows.TRUNCATED: data.truncated,
         "verdict": verdict.to_dict(),
     }
+    result["trend"] = trend.nights(paths.run_dir.parent.parent, current=result, limit=config.eval.trend_nights)
     _publish(paths.eval_dir, result, scored["sample"], label, probs)
     log.info("%s: candidate AUC %s, served model AUC %s, item popularity AUC %s; %s",
              BLESSED if verdict.blessed else NOT_BLESSED, cand["auc"], base and base["auc"], pop and pop["auc"],
@@ -194,7 +195,8 @@ def _write_outputs(tmp: Path, result: dict[str, Any], sample: list[dict[str, Any
     curves = {names[k]: p for k, p in probs.items() if np.isfinite(p).all()}   # NaN breaks roc_curve
     report.plot_roc(tmp / "roc.png", label, curves)
     report.plot_calibration(tmp / "calibration.png", label, curves)
-    report.write_html(tmp / REPORT_FILE, _json_safe(result), ["roc.png", "calibration.png"])
+    report.plot_trend(tmp / "trend.png", result["trend"])
+    report.write_html(tmp / REPORT_FILE, _json_safe(result), ["roc.png", "calibration.png", "trend.png"])
 
 
 def _json_safe(value: Any) -> Any:

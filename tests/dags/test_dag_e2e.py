@@ -119,6 +119,9 @@ def test_signal_free_day_is_not_blessed_and_push_is_skipped(e2e, served):
     assert "starting task_id=gate" in log and "starting task_id=push" not in log   # skipped, never ran
     assert "starting task_id=summary" in log
     assert [e["version"] for e in served_events(e2e)] == [1]        # nothing announced: nothing served
+    # The summary's quality trend: the served night and this refused one, one line each.
+    assert "TREND of the last 2 nights" in log, log[-3000:]
+    assert f"{SERVED_DAY.isoformat()}" in log and "NOT_BLESSED" in log
 
 
 def test_backfilled_older_date_never_replaces_the_newer_model(e2e, served):

@@ -104,6 +104,9 @@ def test_a_night_waits_for_its_data_survives_a_killed_worker_and_a_forced_push_w
     assert run_file(config, STORY_DAY, "train/result.json")["initial_epoch"] >= 1      # resumed, not retrained
     first_try = airflow.task_log(run_id, "train", 1)
     assert "RECO FAILED" in first_try and "will retry" in first_try, first_try[-3000:]
+    second_try = airflow.task_log(run_id, "train", 2)
+    assert f"RECO RETRY dag={DAG_ID} run={run_id} task=train try=2: try 1 did not succeed" in second_try, \
+        second_try[-3000:]
 
     hitl = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/approve_forced_push/-1/hitlDetails"
     airflow.wait_for("the approval request", lambda: airflow.task_state(run_id, "approve_forced_push")

@@ -25,3 +25,11 @@ def test_a_wrapped_refusal_keeps_its_inner_name_and_a_retry_says_so():
 def test_a_try_that_left_no_exception_says_the_process_died():
     line = failure_line("d", "r", "train", 1, True, None)
     assert "task=train try=1 (will retry): no exception recorded: the task process died" in line
+
+
+def test_a_retry_names_the_try_it_replaces():
+    from pipeline.alerts import retry_line
+
+    line = retry_line("recommender_nightly", "manual__1", "train", 2)
+    assert line.startswith("RECO RETRY dag=recommender_nightly run=manual__1 task=train try=2: try 1 did not succeed")
+    assert "scheduler or worker restart" in line

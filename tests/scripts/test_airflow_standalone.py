@@ -67,6 +67,8 @@ def test_make_airflow_listens_on_loopback_requires_login_and_refuses_bad_conf(li
         # LocalExecutor sized to the machine, not Airflow's default 32 workers.
         assert names.count("LocalExecutor") == cores, names
 
+    # `make demo` reads this to refuse resetting state under this live Airflow (tests/pipeline/test_demo_guard.py)
+    assert (airflow.home / "airflow.pid").read_text().strip() == str(airflow.proc.pid)
     assert requests.get(f"{airflow.url}/api/v2/dags", timeout=10).status_code == 401   # no login, no API
     assert airflow.login(password="wrong").status_code == 401
     assert airflow.login().status_code == 201
@@ -101,3 +103,4 @@ def test_ctrl_c_stops_every_component_even_with_nobody_reading(live):
     left = live_cmdlines(tree)
     assert not left, left
     assert airflow.proc.returncode == 0          # Ctrl-C is how it is meant to end: not a crash
+    assert not (airflow.home / "airflow.pid").exists()

@@ -135,3 +135,21 @@ def test_evaluate_alone_applies_preprocess_rejected_fraction_bound(runs):
     (problem,) = err.value.problems
     assert problem.startswith("evaluate: eval split: ") and "above preprocess.max_rejected_fraction=1.00%" in problem
     assert "unknown_item=" in problem and not (paths.eval_dir / BLESSED).exists()
+
+
+def test_the_report_shows_the_quality_trend_of_the_last_nights(runs):
+    """Two nights in one artifact tree: the second night's metrics.json, report table and
+    trend.png hold both, read from the first night's own records."""
+    from tests.components.evaluate.fixtures import SHUFFLED_DAY
+
+    config, first = runs.make(CLEAN_DAY, run_id="night1")
+    run(config, first)
+    config, second = runs.make(SHUFFLED_DAY, run_id="night2")
+    result = run(config, second)
+    nights = json.loads((second.eval_dir / "metrics.json").read_text())["trend"]
+    assert [(n["run_date"], n["run_id"]) for n in nights] == [(CLEAN_DAY.isoformat(), "night1"),
+                                                              (SHUFFLED_DAY.isoformat(), "night2")]
+    assert nights[1]["candidate_auc"] == pytest.approx(result.candidate_auc) and nights[1]["blessed"] == result.blessed
+    page = (second.eval_dir / "report.html").read_text()
+    assert "The last 2 nights" in page and CLEAN_DAY.isoformat() in page and 'src="trend.png"' in page
+    assert (second.eval_dir / "trend.png").stat().st_size > 0
