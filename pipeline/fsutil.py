@@ -45,7 +45,8 @@ def disk_full_named(folder: Path, what: str) -> Iterator[None]:
         if not _is_disk_full(err):
             raise
         free = shutil.disk_usage(folder).free
-        raise DiskFullError(errno.ENOSPC, f"{folder}: disk full while {what} ({_mib(free)} free): {err}; "
+        cause = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise DiskFullError(errno.ENOSPC, f"{folder}: disk full while {what} ({_mib(free)} free): {cause}; "
                                           f"{RETRY_HINT}") from err
 
 

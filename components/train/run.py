@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from pipeline.config import Config
-from pipeline.fsutil import write_json_atomic
+from pipeline.fsutil import disk_full_named, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
 
@@ -25,7 +25,9 @@ def run(config: Config, paths: RunPaths, data_dir: Path | None = None) -> TrainR
         submit_and_wait(config, paths, config_json)
     else:
         from components.train.gang.local import run_gang
-        run_gang(config, paths, config_json, data_dir)
+        # A worker that hits a full disk exits with ENOSPC in its log tail: said as a full disk.
+        with disk_full_named(paths.train_dir, f"training run {paths.run_id} (checkpoints, backups, export)"):
+            run_gang(config, paths, config_json, data_dir)
     if not result_path.exists():
         raise RuntimeError(f"training finished but the chief wrote no {result_path}")
     result = TrainResult.from_dict(json.loads(result_path.read_text()))
