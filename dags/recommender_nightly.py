@@ -19,7 +19,7 @@ from airflow.sdk import (
     get_current_context,
     task,
 )
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from pipeline import alerts, assets
 from pipeline import orchestration as orch
@@ -95,11 +95,18 @@ def _deadline() -> DeadlineAlert | None:
                          callback=AsyncCallback("pipeline.alerts.serve_deadline_missed", kwargs={"minutes": minutes}))
 
 
+SERVED_MODEL = assets.served_model(CONFIG)
+
+
 def _announce_served(spec: dict, evaluation: dict, pushed: dict) -> None:
-    """A push that published a version becomes the served-model asset event."""
+    """A push that published a version is the served-model asset event (the asset is the task's
+    outlet, so its page names the producing task); a push that published nothing ends skipped,
+    because an outlet's event is emitted on every success. Its result stays in the XCom."""
     extra = assets.served_model_extra(spec["run_date"], evaluation, pushed)
-    if extra:
-        get_current_context()["outlet_events"][assets.SERVED_MODEL_ALIAS].add(assets.served_model(CONFIG), extra=extra)
+    if extra is None:
+        get_current_context()["ti"].xcom_push(key="return_value", value=pushed)
+        raise AirflowSkipException(f"nothing published: {pushed.get('reason')}")
+    get_current_context()["outlet_events"][SERVED_MODEL].extra = extra
 
 
 def _no_retry_if_permanent(step):
@@ -164,7 +171,7 @@ def gate(spec: dict, evaluation: dict) -> bool:
     return go
 
 
-@task(execution_timeout=dt.timedelta(minutes=30), outlets=[assets.SERVED_MODEL_ALIAS])
+@task(execution_timeout=dt.timedelta(minutes=30), outlets=[SERVED_MODEL])
 def push(spec: dict, evaluation: dict) -> dict:
     """Atomic publish of a new version into TF Serving's model directory; announces it as
     the served-model asset event."""
@@ -181,7 +188,7 @@ def push_overrides(spec: dict) -> dict:
     return orch.with_approval(_spec(spec), approval).config_overrides()
 
 
-@task(retries=0, execution_timeout=dt.timedelta(minutes=2), outlets=[assets.SERVED_MODEL_ALIAS])
+@task(retries=0, execution_timeout=dt.timedelta(minutes=2), outlets=[SERVED_MODEL])
 def announce(spec: dict, evaluation: dict, pushed: dict) -> None:
     """The push pod's result as the served-model asset event (a pod cannot emit one)."""
     _announce_served(spec, evaluation, pushed)

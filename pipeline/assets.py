@@ -5,9 +5,10 @@ downstream DAG (a shadow scorer, a TF Lite packager, an index rebuild) can be sc
 newly served model (`schedule=[served_model(config)]`) and read the version, data date, AUC and
 blessing from the event's `extra` instead of polling the serving directory.
 
-The served model is emitted through an alias: a push task that succeeds without publishing
-(a backfill refused, an identical model) must not wake downstream DAGs, and an alias lets the
-task attach the asset event only when a version was really published. `evaluate` lists the
+The served model is the push task's outlet, so its asset page names the producing task. An
+outlet's event is emitted whenever the task succeeds, and a push that publishes nothing (a
+backfill refused, not blessed) must not wake downstream DAGs: such a push ends *skipped*, with
+its result in the XCom (dags/recommender_nightly.py `_announce_served`). `evaluate` lists the
 served model as an inlet (it reads it as the baseline), which also makes the asset the DAG's own,
 so the Assets view shows it before any downstream DAG refers to it.
 """
@@ -15,12 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow.sdk import Asset, AssetAlias
+from airflow.sdk import Asset
 
 from pipeline.config import Config
 from pipeline.results import EvalResult, PreprocessResult, PushResult
-
-SERVED_MODEL_ALIAS = AssetAlias("reco_served_model_alias")
 
 
 def _uri(path: Path) -> str:

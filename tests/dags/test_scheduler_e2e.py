@@ -134,6 +134,8 @@ def test_a_night_waits_for_its_data_survives_a_killed_worker_and_a_forced_push_w
     assert record["forced"] and record["force_reason"] == "scheduler test (approved by approver)", record
     events = served_events(airflow)
     assert len(events) == announced + 1 and not events[-1]["blessed"]
+    asset = airflow.api("GET", "/assets", params={"name_pattern": "reco_served_model"}).json()["assets"][0]
+    assert [t["task_id"] for t in asset["producing_tasks"]] == ["push"], asset     # the asset page names it
     assert (events[-1]["version"], events[-1]["run_date"]) == (before + 1, STORY_DAY.isoformat())
     summary = run_file(config, STORY_DAY, "summary.json")
     assert summary["pushed"] and summary["served_version"] == before + 1, summary
