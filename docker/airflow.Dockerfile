@@ -1,7 +1,7 @@
 # Airflow image. Default (EXTRAS=airflow): scheduler, API server and DAG processor of a Celery or
 # Kubernetes-executor deployment, with no TensorFlow or Beam (the DAG files import only
-# `pipeline`). Any image that also executes the step bodies in-process (the LocalExecutor of
-# docker-compose.yml, Celery workers) is built with EXTRAS=airflow,worker.
+# `pipeline`). An image that also executes the step bodies (docker-compose.yml's Celery workers)
+# is built with EXTRAS=airflow,celery,worker.
 FROM apache/airflow:3.3.2-python3.11
 ARG EXTRAS=airflow
 

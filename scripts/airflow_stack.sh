@@ -72,12 +72,12 @@ stack_start_services() {  # postgres and redis, in the foreground of background 
     | grep -q 1 || psql -q -h 127.0.0.1 -p "$PG_PORT" -U reco -d postgres -c "CREATE DATABASE airflow"
   unset PGPASSWORD
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://reco:$PG_PASSWORD@127.0.0.1:$PG_PORT/airflow"
-  export AIRFLOW__CORE__EXECUTOR=CeleryExecutor
+  set -a
+  # shellcheck source=docker/celery.env
+  source "$ROOT/docker/celery.env"          # the settings docker-compose.yml uses too
+  set +a
   export AIRFLOW__CELERY__BROKER_URL="redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0"
   export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql+psycopg2://reco:$PG_PASSWORD@127.0.0.1:$PG_PORT/airflow"
-  export AIRFLOW__OPERATORS__DEFAULT_QUEUE=default
-  # A training task may run for hours: Redis must not hand it to another worker meanwhile.
-  export AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT="${AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT:-172800}"
 }
 
 stack_start_workers() {

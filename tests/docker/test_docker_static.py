@@ -85,11 +85,11 @@ def _installs(name: str) -> str:
 
 def test_images_install_only_their_side():
     """The lean Airflow image has no TensorFlow/Beam, the worker image no Airflow; compose's
-    all-in-one LocalExecutor image adds the worker extra explicitly."""
+    all-in-one image (its Celery workers run the steps) adds the celery and worker extras."""
     airflow_args = dict(a.split("=", 1) for op, a in dockerfile_instructions("airflow.Dockerfile") if op == "ARG")
     assert airflow_args["EXTRAS"] == "airflow" and '".[${EXTRAS}]"' in _installs("airflow.Dockerfile")
     assert '".[worker]"' in _installs("worker.Dockerfile")
-    assert compose()["x-airflow"]["build"]["args"]["EXTRAS"] == "airflow,worker"
+    assert compose()["x-airflow"]["build"]["args"]["EXTRAS"] == "airflow,celery,worker"
     lists = setup_lists()
     heavy = {"tensorflow", "tf-keras", "tensorflow-transform", "tfx-bsl", "apache-beam"}
     assert not heavy & names(lists["AIRFLOW"] + lists["COMMON"])
@@ -211,3 +211,23 @@ def test_the_worker_extra_provides_every_package_the_steps_import():
     missing = {m: dists[m] for m in imports if not any(_normal(d) in provided for d in dists[m])}
     assert missing == {}
     assert "airflow" not in steps
+
+
+def test_compose_and_make_airflow_celery_share_one_set_of_celery_settings():
+    """docker/celery.env is the one place: compose's Airflow services read it, the local stack
+    script sources it; both run a `default` and a `training` worker, the train task's queue."""
+    from pipeline.config import load_config
+
+    shared = dict(line.split("=", 1) for line in (DOCKER / "celery.env").read_text().splitlines()
+                  if line.strip() and not line.startswith("#"))
+    assert shared["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    services = compose()["services"]
+    for name in ("airflow-scheduler", "airflow-worker-default", "airflow-worker-training", "airflow-apiserver"):
+        assert services[name]["env_file"] == "celery.env", name
+        assert not set(shared) & set(services[name]["environment"]), name      # never set twice
+    stack = (PROJECT_ROOT / "scripts" / "airflow_stack.sh").read_text()
+    assert 'source "$ROOT/docker/celery.env"' in stack and "AIRFLOW__CORE__EXECUTOR" not in stack
+    commands = [services[n]["command"] for n in ("airflow-worker-default", "airflow-worker-training")]
+    queues = {command[command.index("--queues") + 1] for command in commands}
+    assert queues == {"default", load_config(env={}).schedule.training_queue}
+    assert "for queue in default training" in stack
