@@ -96,13 +96,18 @@ def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *ex
              extra_overrides: dict | None = None) -> int:
     """Run a step for the CLI: its result to stdout (and --result-json), an expected failure (the
     step's own error, or a full disk in any step that writes) as one line and exit 2."""
-    from pipeline.fsutil import DiskFullError
+    from pipeline.fsutil import RETRY_HINT, DiskFullError, is_disk_full
 
     config, paths = load_run(args, extra_overrides)
     try:
         result = run_mirrored(run, config, paths, *extra)
     except (expected_error, DiskFullError) as err:
         logging.getLogger(run.__module__).error("%s", err)
+        return 2
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        logging.getLogger(run.__module__).error("disk full: %s; %s", err, RETRY_HINT)   # a small write (a report)
         return 2
     emit_result(result, args)
     return 0

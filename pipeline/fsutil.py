@@ -42,7 +42,7 @@ def disk_full_named(folder: Path, what: str) -> Iterator[None]:
     except DiskFullError:
         raise
     except Exception as err:
-        if not _is_disk_full(err):
+        if not is_disk_full(err):
             raise
         free = shutil.disk_usage(folder).free
         cause = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
@@ -50,7 +50,7 @@ def disk_full_named(folder: Path, what: str) -> Iterator[None]:
                                           f"{RETRY_HINT}") from err
 
 
-def _is_disk_full(err: BaseException | None) -> bool:
+def is_disk_full(err: BaseException | None) -> bool:
     """ENOSPC anywhere in the exception chain, or in the text of a runner's wrapper around it
     (Beam and TensorFlow re-raise a worker's OSError as their own error types)."""
     seen = 0

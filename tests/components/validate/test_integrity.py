@@ -151,3 +151,19 @@ def test_label_two_on_every_click_is_named_even_without_a_previous_day(tmp_path)
     assert f"ds={FIRST_DAY}: no previous-day report, drift not checked" in report["warnings"]
     assert (f"events partition ds={FIRST_DAY}: label values 2 ({clicks} rows) are not 0/1: "
             f"{clicks / 400:.2%} of 400 rows, above preprocess.max_rejected_fraction=1.00%") in err
+
+
+def test_a_full_artifact_volume_is_one_line_from_the_validate_cli(tmp_path):
+    from tests.small_disk import fill, small_disk
+
+    with small_disk(tmp_path / "artifacts", 256 * 1024) as disk:
+        config = _setup(tmp_path, **{"data.artifact_root": str(disk)})
+        fill(disk)
+        params = tmp_path / "params.yaml"
+        params.write_text(yaml.safe_dump(config.to_dict()))
+        done = subprocess.run([sys.executable, "-m", "components.validate", "--config", str(params),
+                               "--date", RUN_DATE.isoformat()], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        (line,) = [x for x in done.stderr.splitlines() if "disk full" in x]
+        assert "No space left on device" in line and "free space there and retry" in line
