@@ -92,22 +92,37 @@ def run_mirrored(run, config: Config, paths: RunPaths, *extra) -> StepResult:
         return run(config, paths, *extra)
 
 
-def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra,
-             extra_overrides: dict | None = None) -> int:
-    """Run a step for the CLI: its result to stdout (and --result-json), an expected failure (the
-    step's own error, or a full disk in any step that writes) as one line and exit 2."""
+def refusal(err: BaseException, expected: tuple[type[BaseException], ...]) -> str | None:
+    """The one line a step CLI prints, with exit 2, for a refusal: one of the step's own
+    `expected` errors, or a full disk in any step (named, or a bare ENOSPC from a small write).
+    None for anything else: a crash, whose traceback is the point."""
+    from pipeline.contracts.inputs import ValidationError
     from pipeline.fsutil import RETRY_HINT, DiskFullError, is_disk_full
 
+    if isinstance(err, ValidationError) and isinstance(err, expected):
+        text = "; ".join(err.problems)
+    elif isinstance(err, (*expected, DiskFullError)):
+        text = str(err)
+    elif isinstance(err, OSError) and is_disk_full(err):
+        text = f"disk full: {err}; {RETRY_HINT}"
+    else:
+        return None
+    return f"{type(err).__name__}: {text}"
+
+
+def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra,
+             extra_overrides: dict | None = None) -> int:
+    """Run a step for the CLI: its result to stdout (and --result-json), a refusal as one line
+    and exit 2."""
     config, paths = load_run(args, extra_overrides)
     try:
         result = run_mirrored(run, config, paths, *extra)
-    except (expected_error, DiskFullError) as err:
-        logging.getLogger(run.__module__).error("%s", err)
-        return 2
-    except OSError as err:
-        if not is_disk_full(err):
+    except Exception as err:
+        line = refusal(err, (expected_error,))
+        if line is None:
             raise
-        logging.getLogger(run.__module__).error("disk full: %s; %s", err, RETRY_HINT)   # a small write (a report)
+        step = run.__module__.removeprefix("components.").split(".")[0]
+        logging.getLogger(run.__module__).error("%s refused: %s", step, line)
         return 2
     emit_result(result, args)
     return 0

@@ -10,7 +10,15 @@ import argparse
 import logging
 import sys
 
-from pipeline.cli import add_run_arguments, add_verdict_argument, emit_result, load_run, run_mirrored, setup_logging
+from pipeline.cli import (
+    add_run_arguments,
+    add_verdict_argument,
+    emit_result,
+    load_run,
+    refusal,
+    run_mirrored,
+    setup_logging,
+)
 
 NOT_BLESSED_EXIT = 3
 
@@ -25,13 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     from components.evaluate.run import EvalError
     from components.evaluate.scoring import ScoringError
     from pipeline.contracts.inputs import ValidationError
-    from pipeline.fsutil import DiskFullError
 
     try:
         result = run_mirrored(run, *load_run(args))
-    except (EvalError, EvalDataError, ScoringError, ValidationError, DiskFullError) as err:
-        reason = "; ".join(err.problems) if isinstance(err, ValidationError) else err
-        logging.getLogger("components.evaluate").error("evaluate refused: %s: %s", type(err).__name__, reason)
+    except Exception as err:
+        line = refusal(err, (EvalError, EvalDataError, ScoringError, ValidationError))
+        if line is None:
+            raise
+        logging.getLogger("components.evaluate").error("evaluate refused: %s", line)
         return 2
     emit_result(result, args)
     return 0 if result.blessed or args.exit_zero else NOT_BLESSED_EXIT

@@ -21,6 +21,7 @@ from pipeline.cli import (
     emit_result,
     load_args_config,
     load_run,
+    refusal,
     run_mirrored,
     setup_logging,
 )
@@ -47,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
     from components.push import PushError, RollbackError, rollback, run
     from components.push.publish import PublishError
     from pipeline.contracts.serving import RolledBackError
-    from pipeline.fsutil import DiskFullError
 
     try:
         if args.command == "push":
@@ -56,8 +56,11 @@ def main(argv: list[str] | None = None) -> int:
             result = run_mirrored(run, *load_run(args, {k: v for k, v in flags.items() if v is not None}))
         else:
             result = rollback(load_args_config(args), args.reason, args.to_version)
-    except (PushError, PublishError, RollbackError, RolledBackError, DiskFullError) as err:
-        logging.getLogger("components.push").error("%s refused: %s: %s", args.command, type(err).__name__, err)
+    except Exception as err:
+        line = refusal(err, (PushError, PublishError, RollbackError, RolledBackError))
+        if line is None:
+            raise
+        logging.getLogger("components.push").error("%s refused: %s", args.command, line)
         return 2
     emit_result(result, args)
     return 0 if result.pushed or args.command == "push" and args.exit_zero else SKIPPED_EXIT

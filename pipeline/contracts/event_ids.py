@@ -14,6 +14,7 @@ is what the upstream meant; training on both would count the impression twice.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -36,20 +37,22 @@ class PartitionIds:
 
     day: dt.date
     rows: int
-    unique: pa.Array                       # distinct non-null ids, sorted
+    unique: pa.Array                       # distinct non-null ids, in first-seen order
     repeats: dict[str, np.ndarray]         # file path -> sorted row positions repeating an earlier id
 
     @property
     def repeated(self) -> int:
         return int(sum(len(r) for r in self.repeats.values()))
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """sha256 of the sorted distinct ids: equal for two days with the same events, whatever
-        their file layout, row order or repeats."""
-        lengths = pc.binary_length(self.unique).to_numpy(zero_copy_only=False).astype(np.int64)
+        their file layout, row order or repeats. Computed once, and only by the steps that
+        compare days (preprocess needs the repeats alone)."""
+        ordered = pc.take(self.unique, pc.sort_indices(self.unique)) if len(self.unique) else self.unique
+        lengths = pc.binary_length(ordered).to_numpy(zero_copy_only=False).astype(np.int64)
         digest = hashlib.sha256(lengths.tobytes())
-        for chunk in _value_bytes(self.unique):
+        for chunk in _value_bytes(ordered):
             digest.update(chunk)
         return digest.hexdigest()
 
@@ -76,8 +79,7 @@ def read_partition(day: dt.date, files: list[Path]) -> PartitionIds:
     repeat &= codes >= 0
     bounds = np.cumsum([0, *(len(c) for c in columns)])
     repeats = {str(f): np.flatnonzero(repeat[a:b]) for f, a, b in zip(files, bounds[:-1], bounds[1:])}
-    ordered = pc.take(unique, pc.sort_indices(unique)) if len(unique) else unique
-    return PartitionIds(day, len(ids), ordered, repeats)
+    return PartitionIds(day, len(ids), unique, repeats)
 
 
 def repeat_mask(repeats: dict[str, np.ndarray], path: str, first_row: int, rows: int) -> np.ndarray:

@@ -33,9 +33,11 @@ def night(metrics: dict[str, Any], push_record: dict[str, Any] | None) -> dict[s
 
 def nights(runs_root: Path, current: dict[str, Any] | None = None, limit: int = 14) -> list[dict[str, Any]]:
     """The latest evaluation of each of the newest `limit` data dates, oldest first; `current`
-    (this run's metrics, not published yet) replaces its date's row."""
+    (this run's metrics, not published yet) replaces its date's row. Only the newest `limit`
+    date folders are read: the history grows by one every night, the trend does not."""
     latest: dict[str, tuple[float, dict[str, Any]]] = {}
-    for path in runs_root.glob(f"*/*/eval/{METRICS_FILE}"):
+    dates = sorted(d for d in runs_root.glob("*") if d.is_dir())[-limit:]
+    for path in (p for d in dates for p in d.glob(f"*/eval/{METRICS_FILE}")):
         try:
             metrics = json.loads(path.read_text())
             push_path = path.parent.parent / "push" / "push_record.json"
