@@ -21,7 +21,7 @@ from airflow.sdk import (
 )
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from pipeline import alerts, assets
+from pipeline import alerts, assets, native_logs
 from pipeline import orchestration as orch
 from pipeline.approval import ForcedPushApproval
 from pipeline.config import load_config
@@ -76,8 +76,11 @@ def _log_retry(context) -> None:
     _log_failure(context, retrying=True)
 
 
-def _log_retry_start(context) -> None:
-    """A retry names the try it replaces: a try killed with its process logged nothing itself."""
+def _on_task_start(context) -> None:
+    """Where every task process starts: TensorFlow's native start-up lines go to the task log at
+    their own severity, not as errors (pipeline/native_logs.py); a retry names the try it
+    replaces, since a try killed with its process logged nothing itself."""
+    native_logs.to_task_log()
     ti = context["ti"]
     if ti.try_number > 1:
         log.warning(alerts.retry_line(ti.dag_id, ti.run_id, ti.task_id, ti.try_number))
@@ -269,7 +272,7 @@ SHAPES = {"local": (_local_steps, _local_push), "kubernetes": (_pod_steps, _pod_
         "retry_delay": dt.timedelta(seconds=CONFIG.schedule.retry_delay_s),
         "on_failure_callback": _log_failure,
         "on_retry_callback": _log_retry,
-        "on_execute_callback": _log_retry_start,
+        "on_execute_callback": _on_task_start,
     },
 )
 def recommender_nightly():
