@@ -5,6 +5,7 @@
 #   - Redis 7 as the Celery broker, bound to 127.0.0.1, with a password, no persistence;
 #   - CeleryExecutor with two workers in their own working directories: `default` runs every task
 #     but training, `training` (concurrency 1) runs the gang launcher, the way GPU hosts are fed;
+#     a worker that dies is started again (its task is retried);
 #   - generated passwords in $AIRFLOW_HOME/stack.env, readable by its owner only.
 # Everything started here is registered with the caller's `start_proc`, so Ctrl-C stops it too.
 # As root, PostgreSQL runs as the `postgres` user (it refuses root): that user must be able to
@@ -80,12 +81,27 @@ stack_start_services() {  # postgres and redis, in the foreground of background 
   export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql+psycopg2://reco:$PG_PASSWORD@127.0.0.1:$PG_PORT/airflow"
 }
 
+supervise() {  # the command, started again whenever it dies: what systemd or a pod's restart does
+  local child rc
+  trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0' TERM
+  while true; do
+    "$@" &
+    child=$!
+    rc=0; wait "$child" || rc=$?
+    echo "$(date -u +%FT%TZ) RECO WORKER EXITED ($rc): restarting it in 2 s; its running task fails on its" \
+      "heartbeat and Airflow retries it"
+    sleep 2
+  done
+}
+
 stack_start_workers() {
+  # A worker that dies (SIGKILL, OOM, a lost host) is restarted, not the stack taken down: the
+  # scheduler fails its task once the heartbeat stops, and the retry runs on the new worker.
   local queue concurrency
   for queue in default training; do
     concurrency=1; [ "$queue" = default ] && concurrency="$CORES"
     mkdir -p "$AIRFLOW_HOME/workers/$queue"
-    START_DIR="$AIRFLOW_HOME/workers/$queue" start_proc "worker-$queue" airflow celery worker --queues "$queue" \
-      --concurrency "$concurrency" --celery-hostname "$queue@%h" --skip-serve-logs
+    START_DIR="$AIRFLOW_HOME/workers/$queue" start_proc "worker-$queue" supervise airflow celery worker \
+      --queues "$queue" --concurrency "$concurrency" --celery-hostname "$queue@%h" --skip-serve-logs
   done
 }

@@ -41,22 +41,27 @@ def free_port() -> int:
 class LiveAirflow:
     """The script's process, its URL and an authenticated session once `start` returned."""
 
-    def __init__(self, home: Path, extra_env: dict[str, str] | None = None, stack: str = "celery"):
-        self.home, self.port, self.stack = home, free_port(), stack
+    def __init__(self, home: Path, extra_env: dict[str, str] | None = None, stack: str = "celery",
+                 make_target: str | None = None):
+        """`make_target`: start it as the README does (`make airflow`) instead of the script
+        itself; Ctrl-C then goes to make's whole process group, as a terminal sends it."""
+        self.home, self.port, self.stack, self.make_target = home, free_port(), stack, make_target
         self.pg_port, self.redis_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AIRFLOW_HOME": str(home), "RECO_AIRFLOW_PORT": str(self.port),
                "RECO_AIRFLOW_STACK": stack, "RECO_PG_PORT": str(self.pg_port),
                "RECO_REDIS_PORT": str(self.redis_port),
-               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **(extra_env or {})}
-        self.env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW__")}   # the script's own settings
+               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        # The script's own settings, not this shell's; the test's own (extra_env) on top.
+        self.env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW__")} | (extra_env or {})
         self.proc: subprocess.Popen | None = None
         self.session = requests.Session()
 
     def start(self, timeout: float = 240.0) -> LiveAirflow:
         # As from a terminal: Ctrl-C delivered. A shell running this suite in the background
         # (many CI runners) passes SIGINT ignored, and bash cannot trap a signal ignored at entry.
-        self.proc = subprocess.Popen(["bash", str(SCRIPT)], env=self.env, stdout=subprocess.PIPE,
+        argv = ["make", "--no-print-directory", self.make_target] if self.make_target else ["bash", str(SCRIPT)]
+        self.proc = subprocess.Popen(argv, env=self.env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
                                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + timeout
@@ -85,12 +90,15 @@ class LiveAirflow:
         session = self.session if as_user is None else self._session_of(as_user)
         return session.request(method, f"{self.url}/api/v2{path}", timeout=30, **kwargs)
 
-    def _session_of(self, user: str) -> requests.Session:
+    def token_of(self, user: str) -> str:
         password = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
         token = requests.post(f"{self.url}/auth/token", json={"username": user, "password": password}, timeout=10)
         assert token.status_code == 201, token.text
+        return token.json()["access_token"]
+
+    def _session_of(self, user: str) -> requests.Session:
         session = requests.Session()
-        session.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+        session.headers["Authorization"] = f"Bearer {self.token_of(user)}"
         return session
 
     def wait_for_dag(self, timeout: float = 180.0) -> None:
@@ -123,6 +131,19 @@ class LiveAirflow:
                          headers={"Accept": "application/json"})
         return json.dumps(reply.json())
 
+    def red_lines(self, run_id: str) -> dict[str, list[str]]:
+        """Error-level lines in the log of every task of the run that succeeded (its last try)."""
+        tis = self.api("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances").json()["task_instances"]
+        red = {}
+        for ti in (ti for ti in tis if ti["state"] == "success"):
+            reply = self.api("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{ti['task_id']}/logs/"
+                             f"{ti['try_number']}", headers={"Accept": "application/json"})
+            lines = [entry.get("event", "") for entry in reply.json()["content"]
+                     if isinstance(entry, dict) and entry.get("level") in ("error", "critical")]
+            if lines:
+                red[ti["task_id"]] = lines
+        return red
+
     def sql(self, query: str) -> str:
         """A query on the metadata database (stack=celery: the PostgreSQL the script started)."""
         secrets = dict(line.split("=", 1) for line in (self.home / "stack.env").read_text().split())
@@ -141,7 +162,10 @@ class LiveAirflow:
             return ""
         if reader_gone:
             self.proc.stdout.close()
-        self.proc.send_signal(signal.SIGINT)
+        if self.make_target:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        else:
+            self.proc.send_signal(signal.SIGINT)
         try:
             if reader_gone:
                 self.proc.wait(timeout=60)
@@ -198,7 +222,9 @@ def live(_live_airflow):
         root = _searchable_root()
         _live_airflow["roots"].append(root)
         _live_airflow["config"] = _story_config(root)
-        airflow = _live_airflow["airflow"] = LiveAirflow(root / "airflow", {"RECO_CONFIG": str(root / "params.yaml")})
+        # A task whose worker died fails after 30 s without a heartbeat (Airflow's default: 300 s).
+        env = {"RECO_CONFIG": str(root / "params.yaml"), "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30"}
+        airflow = _live_airflow["airflow"] = LiveAirflow(root / "airflow", env)
         airflow.start()
         assert airflow.login().status_code == 201
         airflow.wait_for_dag()

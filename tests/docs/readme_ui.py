@@ -1,0 +1,52 @@
+"""The README's "Using it from the Airflow UI" section as commands a test runs as written.
+
+A newcomer copies these lines; the tests execute the same lines, with only the README's own
+placeholders filled in (the port, a password, a token, a run id), so the section cannot drift
+from what works: tests/docs/test_readme_walkthrough.py runs the walk-through, the scheduler
+story (tests/dags/test_scheduler_e2e.py) its approval of a forced push.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+
+from pipeline.config import PROJECT_ROOT
+
+SECTION = "## Using it from the Airflow UI"
+DOCUMENTED_URL = "http://127.0.0.1:8080"
+PLACEHOLDER = re.compile(r"<[^<>]+>")
+
+
+def commands() -> list[str]:
+    """Every command of the section's bash blocks, in order, without trailing comments."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    lines = (line for block in re.findall(r"```bash\n(.*?)```", section, re.S) for line in block.splitlines())
+    return [re.split(r"\s+#\s", line, maxsplit=1)[0].strip() for line in lines if line.strip()]
+
+
+def the(prefix: str) -> str:
+    """The one command of the section that starts with `prefix`."""
+    found = [c for c in commands() if c.startswith(prefix)]
+    assert len(found) == 1, (prefix, found)
+    return found[0]
+
+
+def fill(command: str, url: str, values: dict[str, str]) -> list[str]:
+    """argv of a documented command against `url`, each `<placeholder>` replaced from `values`
+    (keyed by the placeholder's text); a placeholder left unfilled fails the test."""
+    command = command.replace(DOCUMENTED_URL, url)
+    for name, value in values.items():
+        command = command.replace(f"<{name}>", value)
+    assert not PLACEHOLDER.search(command), f"unfilled placeholder in {command}"
+    return shlex.split(command)
+
+
+def curl_json(argv: list[str]) -> dict:
+    """Run a documented curl call; its JSON answer (curl -s prints only the body)."""
+    assert argv[0] == "curl", argv
+    done = subprocess.run([*argv, "--fail-with-body"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (argv, done.returncode, done.stdout, done.stderr)
+    return json.loads(done.stdout)
