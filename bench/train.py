@@ -107,8 +107,8 @@ def write_shards(out_dir: Path, model_cfg, examples: int, shards: int, seed: int
 
 
 def write_item_table(out_dir: Path, model_cfg, title_hi: int, rng: np.random.Generator) -> Path:
-    """CATALOG items (rows 1..CATALOG) with Zipf-ranked title ids and a random image."""
-    import pyarrow as pa
+    """CATALOG items (rows 1..CATALOG) with Zipf-ranked title ids, a random image and window
+    counts (impressions Zipf-ranked too, a tenth of them clicked)."""
     import pyarrow.parquet as pq
 
     from pipeline.contracts import features as F
@@ -118,16 +118,14 @@ def write_item_table(out_dir: Path, model_cfg, title_hi: int, rng: np.random.Gen
     for i in range(CATALOG):
         words = rng.integers(3, model_cfg.title_len + 1)
         title[i, :words] = ranked_ids(rng, words, title_hi)
-    image = rng.standard_normal((CATALOG, F.IMAGE_DIM)).astype(np.float32)
     rows = np.arange(1, CATALOG + 1, dtype=np.int64)
-
-    def fixed(values, arrow_type):
-        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
-
+    shown = np.bincount(ranked_ids(rng, 20 * CATALOG, CATALOG + 1), minlength=CATALOG + 1)[1:]
     path = out_dir / IT.ITEM_TABLE
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({IT.ITEM_ID: rows, IT.ROW: rows, IT.EMBEDDING_ID: rows,
-                             IT.TITLE_IDS: fixed(title, pa.int64()), IT.IMAGE: fixed(image, pa.float32())}), path)
+    pq.write_table(IT.from_arrays({
+        IT.ITEM_ID: rows, IT.ROW: rows, IT.EMBEDDING_ID: rows, IT.TITLE_IDS: title,
+        IT.IMAGE: rng.standard_normal((CATALOG, F.IMAGE_DIM)).astype(np.float32),
+        IT.SHOWN: shown, IT.CLICKS: rng.binomial(shown, 0.1)}), path)
     return path
 
 

@@ -100,7 +100,7 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     table = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
         S.TransformItems(out["transform"]), ready, catalog, window)
     _ = table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
-        os.path.join(out["examples"], IT.ITEM_TABLE), S.item_table_schema(config.model.title_len),
+        os.path.join(out["examples"], IT.ITEM_TABLE), IT.schema(config.model.title_len),
         num_shards=1, shard_name_template="")
     again = _events(p, "Transform", inputs, catalog, repeats)
     keyed = again.events | "TransformEvents" >> beam.ParDo(S.TransformEvents(out["transform"], shards), ready)

@@ -214,29 +214,15 @@ class TransformItems(beam.DoFn):
         yield item_table_rows(items.item_ids, catalog.good, {k: v.numpy() for k, v in out.items()}, counts)
 
 
-def item_table_schema(title_len: int) -> pa.Schema:
-    return pa.schema([(IT.ITEM_ID, pa.int64()), (IT.ROW, pa.int64()), (IT.EMBEDDING_ID, pa.int64()),
-                      (IT.TITLE_IDS, pa.list_(pa.int64(), title_len)),
-                      (IT.IMAGE, pa.list_(pa.float32(), F.IMAGE_DIM)),
-                      (IT.SHOWN, pa.int64()), (IT.CLICKS, pa.int64())])
-
-
 def item_table_rows(item_ids: np.ndarray, catalog_ids: np.ndarray, out: dict[str, np.ndarray],
                     counts: dict[int, np.ndarray]) -> pa.Table:
-    """Transformed items as item-table rows (fixed-size lists: one flat buffer per column), with
-    their training-window counts. An item the merged catalog refused (an id used twice across
-    chunks) gets no row."""
-    def fixed(values: np.ndarray, arrow_type) -> pa.FixedSizeListArray:
-        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
-
+    """Transformed items as item-table rows, with their training-window counts. An item the
+    merged catalog refused (an id used twice across chunks) gets no row."""
     keep = np.isin(item_ids, catalog_ids)
-    title_ids = out[F.TITLE_IDS][keep]
     window = np.array([counts.get(i, (0, 0)) for i in item_ids[keep].tolist()], np.int64).reshape(-1, 2)
-    return pa.table([pa.array(item_ids[keep], pa.int64()), pa.array(out[F.TARGET_ROW][keep], pa.int64()),
-                     pa.array(out[F.TARGET_ID][keep], pa.int64()), fixed(title_ids, pa.int64()),
-                     fixed(np.asarray(out[F.IMAGE_Z][keep], np.float32), pa.float32()),
-                     pa.array(window[:, 0], pa.int64()), pa.array(window[:, 1], pa.int64())],
-                    schema=item_table_schema(title_ids.shape[1]))
+    return IT.from_arrays({IT.ITEM_ID: item_ids[keep], IT.ROW: out[F.TARGET_ROW][keep],
+                           IT.EMBEDDING_ID: out[F.TARGET_ID][keep], IT.TITLE_IDS: out[F.TITLE_IDS][keep],
+                           IT.IMAGE: out[F.IMAGE_Z][keep], IT.SHOWN: window[:, 0], IT.CLICKS: window[:, 1]})
 
 
 def _history_sparse(batch: B.EventBatch):

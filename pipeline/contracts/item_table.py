@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.contracts.features import IMAGE_DIM
+
 ITEM_TABLE = "items/item_table.parquet"     # relative to the examples dir (and a staged dir)
 ITEM_ID, ROW, EMBEDDING_ID = "item_id", "row", "embedding_id"
 TITLE_IDS, IMAGE = "title_ids", "image"     # transformed (tf.Transform) content
@@ -38,6 +40,27 @@ COLUMNS = (ITEM_ID, ROW, EMBEDDING_ID, TITLE_IDS, IMAGE, SHOWN, CLICKS)
 def record(rows: int, size: int, sha256: str) -> dict[str, Any]:
     """The manifest's entry for the table (stage copies and verifies it like a shard)."""
     return {"name": ITEM_TABLE, "rows": rows, "bytes": size, "sha256": sha256}
+
+
+def schema(title_len: int, image_dim: int = IMAGE_DIM) -> pa.Schema:
+    return pa.schema([(ITEM_ID, pa.int64()), (ROW, pa.int64()), (EMBEDDING_ID, pa.int64()),
+                      (TITLE_IDS, pa.list_(pa.int64(), title_len)), (IMAGE, pa.list_(pa.float32(), image_dim)),
+                      (SHOWN, pa.int64()), (CLICKS, pa.int64())])
+
+
+def from_arrays(columns: dict[str, np.ndarray]) -> pa.Table:
+    """The table from one array per column (title_ids [n, title_len], image [n, dim], the others
+    [n]), fixed-size lists as one flat buffer each: what preprocess writes, and what tests and
+    benchmarks build their tables with."""
+    title_ids = np.asarray(columns[TITLE_IDS], np.int64)
+    image = np.asarray(columns[IMAGE], np.float32)
+
+    def fixed(values: np.ndarray, arrow_type) -> pa.FixedSizeListArray:
+        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
+
+    arrays = [fixed(title_ids, pa.int64()) if name == TITLE_IDS else fixed(image, pa.float32()) if name == IMAGE
+              else pa.array(np.asarray(columns[name], np.int64), pa.int64()) for name in COLUMNS]
+    return pa.table(arrays, schema=schema(title_ids.shape[1], image.shape[1]))
 
 
 def read(path) -> pa.Table:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import tensorflow as tf
 
@@ -43,15 +42,8 @@ def make_items(model: ModelConfig, title_vocab: int, items: int, seed: int = 99)
 
 
 def write_item_table(path: Path, items: dict[str, np.ndarray]) -> None:
-    def fixed(values, typ):
-        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), typ), values.shape[1])
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({IT.ITEM_ID: items[IT.ITEM_ID], IT.ROW: items[IT.ROW],
-                             IT.EMBEDDING_ID: items[IT.EMBEDDING_ID],
-                             IT.TITLE_IDS: fixed(items[IT.TITLE_IDS], pa.int64()),
-                             IT.IMAGE: fixed(items[IT.IMAGE], pa.float32()),
-                             IT.SHOWN: items[IT.SHOWN], IT.CLICKS: items[IT.CLICKS]}), path)
+    pq.write_table(IT.from_arrays(items), path)
 
 
 def make_rows(n: int, model: ModelConfig, images: np.ndarray, item_vocab: int, seed: int) -> dict[str, np.ndarray]:
