@@ -11,13 +11,16 @@ logger, and keeps Python's own `sys.stderr` (tracebacks, warnings) on the superv
 so those stay errors. Nothing is dropped. A native line keeps its absl/glog severity letter:
 I is info; W and E are warnings, because a library's failure that matters reaches the task as a
 Python exception (the task's RECO FAILED line); F (fatal) is an error. Lines without a severity
-prefix are warnings. Run from a terminal (the step CLIs), nothing is rerouted. What a native
+prefix are warnings. Run from a terminal (the step CLIs), nothing is rerouted. The pipe holds
+1 MiB: native code that writes more than that in one go while holding the GIL would wait for a
+reader that needs the GIL (start-up lines are a few hundred bytes). What a native
 library writes just before it aborts the process (an F line) can be lost with the process; the
 task's failure still names the signal, and the step's CLI shows the line.
 """
 from __future__ import annotations
 
 import atexit
+import fcntl
 import io
 import logging
 import os
@@ -28,6 +31,7 @@ import threading
 log = logging.getLogger("native")
 SEVERITY = re.compile(r"^([IWEF])\d{4} ")     # absl/glog: I0000 00:00:1796… 1234 port.cc:153] …
 LEVELS = {"I": logging.INFO, "W": logging.WARNING, "E": logging.WARNING, "F": logging.ERROR}
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _routed = threading.Event()
 _replaced: list = []     # the stream sys.stderr was: it owns fd 2, and closes it when collected
 
@@ -62,6 +66,16 @@ def _retarget_handlers(new) -> None:
             handler.setStream(new)
 
 
+def _widen(fd: int) -> None:
+    """A native writer that holds the GIL (a C++ import) blocks on a full pipe while the reader
+    thread waits for the GIL: the pipe's buffer must outlast any burst at start-up. Linux lets an
+    unprivileged process grow it to /proc/sys/fs/pipe-max-size (1 MiB by default)."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
+    except OSError as err:
+        log.debug("pipe buffer left at its default size: %s", err)
+
+
 def to_task_log() -> bool:
     """Route this process's native stderr into logging; False when already routed (idempotent)."""
     if _routed.is_set():
@@ -69,6 +83,7 @@ def to_task_log() -> bool:
     _routed.set()
     python_stderr = os.dup(2)
     read_fd, write_fd = os.pipe()
+    _widen(write_fd)
     os.dup2(write_fd, 2)
     os.close(write_fd)
     old, sys.stderr = sys.stderr, io.TextIOWrapper(os.fdopen(python_stderr, "wb"), line_buffering=True)

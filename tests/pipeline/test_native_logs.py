@@ -13,7 +13,7 @@ import textwrap
 from pipeline.native_logs import level_of
 
 CHILD = textwrap.dedent("""
-    import gc, io, logging, os, stat, sys
+    import fcntl, gc, io, logging, os, stat, sys
     logging.basicConfig(filename=sys.argv[1], format="%(levelname)s %(name)s %(message)s", level=logging.INFO)
     stream = logging.StreamHandler(sys.stderr)            # would loop if left writing to fd 2
     stream.setFormatter(logging.Formatter("HANDLER %(levelname)s %(message)s"))
@@ -25,6 +25,7 @@ CHILD = textwrap.dedent("""
     assert native_logs.to_task_log() and not native_logs.to_task_log()
     gc.collect()
     assert stat.S_ISFIFO(os.fstat(2).st_mode), "fd 2 is not the pipe any more"
+    assert fcntl.fcntl(2, 1032) >= 1 << 20       # F_GETPIPE_SZ: room for a burst written with the GIL held
     os.write(2, b"I0000 00:00:1796.1 17 port.cc:153] oneDNN custom operations are on.\\n"
                 b"E0000 00:00:1796.2 17 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)\\n"
                 b"F0000 00:00:1796.3 17 check.cc:1] Check failed: shape\\n"
@@ -55,3 +56,21 @@ def test_native_lines_are_logged_at_their_severity_and_python_stderr_stays(tmp_p
 def test_level_of_reads_the_severity_letter_only_where_absl_puts_it():
     assert [level_of(line) for line in ("I1204 x", "W0000 x", "E0000 x", "F0000 x", "Info: x", "I0 x")] == \
         [20, 30, 30, 40, 30, 30]
+
+
+BURST = textwrap.dedent("""
+    import ctypes, logging, sys
+    logging.basicConfig(filename=sys.argv[1], format="%(levelname)s %(name)s %(message)s", level=logging.INFO)
+    from pipeline import native_logs
+    native_logs.to_task_log()
+    line = b"I0000 00:00:1796.1 17 chatty.cc:1] " + b"x" * 90 + b"\\n"
+    burst = line * 5000                                  # ~630 KB, ten times a default pipe's buffer
+    libc = ctypes.PyDLL(None)                             # PyDLL: the call keeps the GIL, as a C++ import does
+    assert libc.write(2, burst, len(burst)) == len(burst)
+""")
+
+
+def test_a_burst_written_with_the_gil_held_does_not_deadlock_the_task(tmp_path):
+    task_log = tmp_path / "task.log"
+    subprocess.run([sys.executable, "-c", BURST, str(task_log)], stderr=subprocess.DEVNULL, check=True, timeout=60)
+    assert task_log.read_text().count("chatty.cc:1]") == 5000
