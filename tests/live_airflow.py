@@ -77,10 +77,16 @@ class LiveAirflow:
         except requests.ConnectionError:
             return False
 
+    def password_of(self, user: str) -> str:
+        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+
+    def request_token(self, user: str, password: str | None = None) -> requests.Response:
+        """POST /auth/token: the REST API's login (a wrong password answers 401)."""
+        password = self.password_of(user) if password is None else password
+        return requests.post(f"{self.url}/auth/token", json={"username": user, "password": password}, timeout=10)
+
     def login(self, user: str = "admin", password: str | None = None) -> requests.Response:
-        if password is None:
-            password = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
-        token = requests.post(f"{self.url}/auth/token", json={"username": user, "password": password}, timeout=10)
+        token = self.request_token(user, password)
         if token.status_code == 201:
             self.session.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
         return token
@@ -91,8 +97,7 @@ class LiveAirflow:
         return session.request(method, f"{self.url}/api/v2{path}", timeout=30, **kwargs)
 
     def token_of(self, user: str) -> str:
-        password = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
-        token = requests.post(f"{self.url}/auth/token", json={"username": user, "password": password}, timeout=10)
+        token = self.request_token(user)
         assert token.status_code == 201, token.text
         return token.json()["access_token"]
 

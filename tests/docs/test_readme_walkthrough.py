@@ -71,8 +71,8 @@ def test_the_readme_walkthrough_serves_a_model(tmp_path):
                           make_target="airflow")
     try:
         airflow.start()
-        password = json.loads((airflow.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
-        values = {"admin password from var/airflow/simple_auth_manager_passwords.json.generated": password}
+        values = {"admin password from var/airflow/simple_auth_manager_passwords.json.generated":
+                  airflow.password_of("admin")}
         token = readme_ui.curl_json(readme_ui.fill(readme_ui.the("curl -s -X POST http://127.0.0.1:8080/auth/token"),
                                                    airflow.url, values))["access_token"]
         values["access_token"] = token
