@@ -4,14 +4,14 @@ both of its nights are BLESSED.
 Runs the real demo (two `airflow dags test` runs) `--runs` times from a fresh state; task time
 is the sum of the step bodies' durations recorded by pipeline.orchestration (timings.jsonl); the
 rest of the DAG runs' wall time is Airflow's overhead (process start, parsing, XCom, state
-updates). Each run's two nights are read from their summary.json: the second night is judged
-against the model the first one pushed, so training noise alone can flip its verdict (the
-nightly gate's seed luck, docs/benchmarks.md). Times are medians over the runs.
+updates). Each run's two nights' verdicts and AUCs come from the demo's own record
+(var/demo/timing.json): the second night is judged against the model the first one pushed, so
+training noise alone can flip its verdict (the nightly gate's seed luck, docs/benchmarks.md).
+Times are medians over the runs.
 """
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import statistics
 import subprocess
@@ -19,8 +19,7 @@ import sys
 import time
 
 from bench.common import write_result
-from pipeline.config import PROJECT_ROOT, load_config
-from pipeline.demo import latest_summary
+from pipeline.config import PROJECT_ROOT
 
 
 def one_run() -> dict:
@@ -28,12 +27,11 @@ def one_run() -> dict:
     subprocess.run([sys.executable, "-m", "pipeline", "demo"], check=True, cwd=PROJECT_ROOT)
     wall = time.perf_counter() - start
     timing = json.loads((PROJECT_ROOT / "var" / "demo" / "timing.json").read_text())
-    end = dt.date.today() - dt.timedelta(days=1)
-    nights = [latest_summary(load_config(), day) for day in (end - dt.timedelta(days=1), end)]
+    nights = timing["nights"]
     return {"wall_s": wall, "dag_runs_s": timing["dag_s"], "task_s": timing["task_s"],
-            "blessed": [bool(s["blessed"]) for s in nights],
-            "candidate_auc": [s["candidate_auc"] for s in nights],
-            "popularity_auc": [s.get("popularity_auc") for s in nights]}
+            "blessed": [bool(n["blessed"]) for n in nights],
+            "candidate_auc": [n["candidate_auc"] for n in nights],
+            "popularity_auc": [n["popularity_auc"] for n in nights]}
 
 
 def main(argv: list[str] | None = None) -> dict:

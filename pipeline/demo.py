@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - wall_start
     tasks = sum(task_seconds(config, dt.date.fromisoformat(s["run_date"])) for s in summaries)
     timing = {"wall_s": wall, "dag_s": dag_seconds, "task_s": tasks,
-              "overhead_fraction": (dag_seconds - tasks) / dag_seconds if dag_seconds else 0.0}
+              "overhead_fraction": (dag_seconds - tasks) / dag_seconds if dag_seconds else 0.0,
+              "nights": [{k: s.get(k) for k in ("run_date", "blessed", "candidate_auc", "popularity_auc")}
+                         for s in summaries]}
     (logs / "timing.json").write_text(json.dumps(timing, indent=2))
     sys.stdout.write("\n=== demo summary ===\n" + "\n".join(describe(s) for s in summaries)
                      + f"\n  wall time {wall:.0f} s (DAG runs {dag_seconds:.0f} s, task bodies {tasks:.0f} s)\n"

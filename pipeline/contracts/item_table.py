@@ -54,13 +54,16 @@ def from_arrays(columns: dict[str, np.ndarray]) -> pa.Table:
     benchmarks build their tables with."""
     title_ids = np.asarray(columns[TITLE_IDS], np.int64)
     image = np.asarray(columns[IMAGE], np.float32)
+    table_schema = schema(title_ids.shape[1], image.shape[1])
+    lists = {TITLE_IDS: title_ids, IMAGE: image}
 
-    def fixed(values: np.ndarray, arrow_type) -> pa.FixedSizeListArray:
-        return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), arrow_type), values.shape[1])
+    def column(field: pa.Field) -> pa.Array:
+        if field.name in lists:
+            values = lists[field.name]
+            return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel(), field.type.value_type), values.shape[1])
+        return pa.array(np.asarray(columns[field.name], np.int64), field.type)
 
-    arrays = [fixed(title_ids, pa.int64()) if name == TITLE_IDS else fixed(image, pa.float32()) if name == IMAGE
-              else pa.array(np.asarray(columns[name], np.int64), pa.int64()) for name in COLUMNS]
-    return pa.table(arrays, schema=schema(title_ids.shape[1], image.shape[1]))
+    return pa.table([column(field) for field in table_schema], schema=table_schema)
 
 
 def read(path) -> pa.Table:

@@ -204,7 +204,7 @@ class Command:
 # ---------------------------------------------------------------- extraction
 
 
-def _snippets(doc: str):
+def snippets(doc: str):
     """(line, text, fence block id or None) of every candidate command line of one doc."""
     lines = (ROOT / doc).read_text().splitlines()
     prose = list(lines)
@@ -275,7 +275,7 @@ def _tokens(text: str) -> list[list[str]]:
 def extract(doc: str) -> list[Command]:
     found: list[Command] = []
     sourced: dict[int, list[str]] = {}
-    for line, text, block in _snippets(doc):
+    for line, text, block in snippets(doc):
         for expanded in _expand(text):
             for argv in _tokens(expanded):
                 read = tuple(sourced.get(block, [])) if block is not None else ()

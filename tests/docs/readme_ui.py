@@ -13,6 +13,7 @@ import shlex
 import subprocess
 
 from pipeline.config import PROJECT_ROOT
+from tests.docs.doc_commands import snippets
 
 SECTION = "## Using it from the Airflow UI"
 DOCUMENTED_URL = "http://127.0.0.1:8080"
@@ -20,11 +21,13 @@ PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 
 def commands() -> list[str]:
-    """Every command of the section's bash blocks, in order, without trailing comments."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    lines = (line for block in re.findall(r"```bash\n(.*?)```", section, re.S) for line in block.splitlines())
-    return [re.split(r"\s+#\s", line, maxsplit=1)[0].strip() for line in lines if line.strip()]
+    """Every command of the section's fenced blocks, in order, without trailing comments (read as
+    the doc-command tests read every doc: tests/docs/doc_commands.py)."""
+    lines = (PROJECT_ROOT / "README.md").read_text().splitlines()
+    start = lines.index(SECTION) + 1
+    end = next((n for n in range(start, len(lines)) if lines[n].startswith("## ")), len(lines)) + 1
+    return [re.split(r"\s+#\s", text, maxsplit=1)[0].strip()
+            for line, text, block in snippets("README.md") if block is not None and start < line < end]
 
 
 def the(prefix: str) -> str:
