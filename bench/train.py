@@ -5,13 +5,14 @@ pipeline against bare read+parse and against the trainer's consumption.
 Data: synthetic *transformed* shards (the model's input contract: examples by reference) with
 ids spread over the configured vocabularies, so the embedding tables have their reference sizes
 (title 50k, items 100k, x 128) whatever a small generated catalogue would give, and an item
-table of CATALOG items whose content the input pipeline joins per batch. Ids and rows follow
-Zipf's law over their rank (ranked_ids). Export is off (train.export=false): the serving
-benchmark times it. The bare read+parse reference does not join: the input ratio includes it.
+table of CATALOG items whose content the training step joins per batch (build.CTRModel.item_join).
+Ids and rows follow Zipf's law over their rank (ranked_ids). Export is off (train.export=false):
+the serving benchmark times it. The input pipeline is what training reads (examples by
+reference, shuffled in blocks, parsed); the bare reference reads the same files in order.
 
-Bound: forward + backward of the same model in one process on every core, batches already in
-memory, no optimizer, no strategy: what a step costs if the update, the all-reduce, the input
-and Keras cost nothing. `gang_to_fwdbwd_ratio` = 2-worker gang examples/s / that bound.
+Bound: the join + forward + backward of the same model in one process on every core, batches
+already in memory, no optimizer, no strategy: what a step costs if the update, the all-reduce,
+the input and Keras cost nothing. `gang_to_fwdbwd_ratio` = 2-worker gang examples/s / that bound.
 
 Efficiency on this machine: the core count is fixed (2). One worker gets both cores (2 intra-op
 threads), two workers get one core each (pinned). Per-replica batch is fixed (weak scaling), so
@@ -157,24 +158,25 @@ def step_bounds(files, model_cfg, batch: int) -> tuple[float, float]:
     import tf_keras as keras
 
     from components.train.model.build import VocabSizes, build_model, compile_model
-    from components.train.worker.input import make_dataset
+    from components.train.worker.input import item_content, join_items, make_dataset
     from pipeline.config import TrainConfig
 
-    batches = list(make_dataset(files, model_cfg, batch, training=True, item_table=_table(files)).take(8))
+    batches = list(make_dataset(files, model_cfg, batch, training=True).take(8))
+    join = join_items(item_content(str(_table(files))), with_stats=model_cfg.item_stats)
     vocab = VocabSizes.from_config(model_cfg)
     model, bce = build_model(model_cfg, vocab), keras.losses.BinaryCrossentropy()
 
     @tf.function
-    def forward_backward(x, y):
+    def forward_backward(x, y):        # the step's own work: the join, forward, backward
         with tf.GradientTape() as tape:
-            loss = bce(y, model(x, training=True)) + tf.add_n(model.losses or [tf.constant(0.0)])
+            loss = bce(y, model(join(x), training=True)) + tf.add_n(model.losses or [tf.constant(0.0)])
         return tape.gradient(loss, model.trainable_variables)
 
-    train_function = compile_model(build_model(model_cfg, vocab), TrainConfig(), replicas=1).make_train_function()
-    in_memory = tf.data.Dataset.from_tensors(batches[0])
-    for more in batches[1:]:       # joined batches differ in their distinct-item count: no stacking
-        in_memory = in_memory.concatenate(tf.data.Dataset.from_tensors(more))
-    in_memory = iter(in_memory.repeat())
+    stepper = compile_model(build_model(model_cfg, vocab), TrainConfig(), replicas=1)
+    stepper.item_join = join
+    train_function = stepper.make_train_function()
+    in_memory = iter(tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(lambda *b: tf.stack(b), *batches))
+                     .repeat())
     return (_median_rate(lambda k: forward_backward(*batches[k % len(batches)]), batch),
             _median_rate(lambda k: train_function(in_memory), batch))
 
@@ -203,7 +205,7 @@ def input_throughput(files, model_cfg, batch: int) -> tuple[float, float]:
 
     from components.train.worker.input import make_dataset, make_parse_fn
 
-    real = make_dataset(files, model_cfg, batch, training=True, item_table=_table(files))
+    real = make_dataset(files, model_cfg, batch, training=True)      # what training reads (it joins in its step)
     bare = (tf.data.TFRecordDataset([str(f) for f in files]).repeat().batch(batch)
             .map(make_parse_fn(model_cfg)))
     rates = []

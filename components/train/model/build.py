@@ -51,8 +51,19 @@ class CTRModel(keras.Model):
     are global and every worker takes the same decision.
     """
 
-    def train_step(self, data):
+    item_join = None    # examples by item-table row -> the model's inputs (worker/input.join_items)
+
+    def _joined(self, data):
+        """The batch as the model reads it: joined here, in the step, when the trainer set an
+        item join (its input pipeline then only reads and parses), as given otherwise."""
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        return (self.item_join(x) if self.item_join is not None else x), y, sample_weight
+
+    def test_step(self, data):
+        return super().test_step(self._joined(data))
+
+    def train_step(self, data):
+        x, y, sample_weight = self._joined(data)
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True)
             loss = self.compute_loss(x, y, y_pred, sample_weight)

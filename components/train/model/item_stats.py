@@ -1,8 +1,8 @@
 """The shown item's training-window popularity as model features (features.TARGET_STATS).
 
 What sorting by popularity knows, the model reads from the first step: the item's click rate
-over the training window, smoothed like the gate's popularity baseline (pipeline/contracts/
-popularity.py: the same prior), as log-odds relative to the window's rate, and how much
+over the training window, smoothed towards the window's rate by PRIOR_WEIGHT pseudo-impressions,
+as log-odds relative to the window's rate, and how much
 evidence it rests on, log(1 + impressions). An id embedding or bias has to learn the same from
 the gradient, a few touches per tail item per epoch, and early stopping ends training before it
 has; these two numbers are exact on the first step and exist for every item of the table.
@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pipeline.contracts.popularity import smoothed_rate
-
 _EPS = 1e-4
+PRIOR_WEIGHT = 20.0
+
+
+def smoothed_rate(clicks, shown, window_rate: float, prior_weight: float = PRIOR_WEIGHT):
+    """Clicks over impressions shrunk towards the window's rate."""
+    return (clicks + prior_weight * window_rate) / (shown + prior_weight)
 
 
 def _logit(p):

@@ -6,18 +6,26 @@ AutoShardPolicy.OFF explicitly so the same dataset handed to `experimental_distr
 is not sharded a second time. Reading whole files per worker means each worker reads 1/N of
 the bytes (DATA sharding would make every worker read every byte and keep 1/N).
 
-Order of operations is the fast one: interleave files in parallel, batch serialized records,
-then one vectorized `parse_example` per batch (parsing record by record costs many times more
-Python-free kernel launches; docs/benchmarks.md), then the join, then prefetch so parsing and
-joining overlap the training step.
+Order of operations is the fast one: interleave files in parallel in blocks of RECORD_BLOCK
+consecutive records, shuffle the blocks, rebatch them to the batch size, then one vectorized
+`parse_example` per batch (parsing record by record costs many times more Python-free kernel
+launches; docs/benchmarks.md), then prefetch so parsing overlaps the training step. Blocks,
+not records, pass through the interleave and the shuffle buffer: each element costs about the
+same whatever its size, so per-record elements made those two steps cost as much as reading
+and parsing (docs/benchmarks.md). A block is consecutive records of one shard, which preprocess
+fills from events spread over the whole day; a batch holds batch / RECORD_BLOCK blocks drawn
+from a buffer of SHUFFLE_BUFFER records, as many as the per-record shuffle held.
 
 The join (`join_items`) is where examples, which reference items by item-table row, meet the
 items' content: once per batch, for the batch's DISTINCT target and history items. The model then
 runs its item tower once per distinct item, not once per example x history slot, and reads every
-history item's own title and image. Here rather than in the model because the table is data, not
-a weight: it changes every run, stays out of checkpoints, warm start and the all-reduce, and is
-read from the host's staged copy. It is a constant in the input graph, so it must fit in host
-memory (a catalog of millions of items would need a compact code instead of the raw image).
+history item's own title and image. Training joins inside its step (build.CTRModel.item_join,
+on the step's device), so the host's input pipeline only reads and parses; the chief's
+calibration and evaluation read joined batches from here (`item_table`). Either way the table
+is data, not a weight: it changes every run, stays out of checkpoints, warm start and the
+all-reduce, and is read from the host's staged copy. It is held as constants, so it must fit in
+the step device's memory (a catalog of millions of items would need a compact code instead of
+the raw image).
 """
 from __future__ import annotations
 
@@ -38,7 +46,8 @@ from pipeline.contracts import manifest as M
 
 log = logging.getLogger(__name__)
 
-SHUFFLE_BUFFER = 4096
+SHUFFLE_BUFFER = 4096    # records
+RECORD_BLOCK = 16        # consecutive records of one file that travel (and are shuffled) together
 READ_BUFFER_BYTES = 8 << 20
 
 
@@ -164,16 +173,18 @@ def item_content(path: str) -> dict[str, np.ndarray]:
     return IT.dense(IT.read(path))
 
 
-def join_items(content: dict[str, np.ndarray], with_stats: bool = False):
-    """(features with rows, label) -> (the model's inputs, label): the batch's distinct items'
-    title ids and image [U, ...], each example's positions into them (see module doc) and, for a
-    model that reads them (`model.item_stats`), the shown item's window statistics."""
-    titles, images = tf.constant(content[IT.TITLE_IDS]), tf.constant(content[IT.IMAGE])
-    shown, clicks = tf.constant(content[IT.SHOWN]), tf.constant(content[IT.CLICKS])
+def join_items(content: dict[str, np.ndarray], with_stats: bool = False, device: str | None = None):
+    """features with rows -> the model's inputs: the batch's distinct items' title ids and
+    image [U, ...], each example's positions into them (see module doc) and, for a model that
+    reads them (`model.item_stats`), the shown item's window statistics. The table's arrays
+    become constants on `device` (the training step's: no host-to-device copy per step)."""
+    with tf.device(device):
+        titles, images = tf.constant(content[IT.TITLE_IDS]), tf.constant(content[IT.IMAGE])
+        shown, clicks = tf.constant(content[IT.SHOWN]), tf.constant(content[IT.CLICKS])
     rate = IT.window_rate(content)
     last = IT.clip_row(len(content[IT.TITLE_IDS]))
 
-    def join(features, label):
+    def join(features):
         features = dict(features)
         if with_stats:
             target = tf.minimum(features[F.TARGET_ROW], last)
@@ -183,7 +194,7 @@ def join_items(content: dict[str, np.ndarray], with_stats: bool = False):
         index = tf.reshape(index, tf.shape(rows))
         features.update({F.TITLE_IDS: tf.gather(titles, unique), F.IMAGE_Z: tf.gather(images, unique),
                          F.TARGET_INDEX: index[:, 0], F.HISTORY_INDEX: index[:, 1:]})
-        return features, label
+        return features
 
     return join
 
@@ -221,9 +232,10 @@ def make_dataset(
     record_level = record_level_sharding(files, num_workers, sizes)
     if record_level:
         # Fewer files than workers: every worker reads all files in the same fixed order and
-        # keeps every N-th record. Correct but N times the reading; the preprocess step
+        # keeps every N-th record (blocks of one record: an even split). Correct but N times the reading; the preprocess step
         # writes >= workers x readers shards so this is the exception.
         log.warning("%d shard(s) for %d workers: record-level sharding", len(files), num_workers)
+    block = 1 if record_level else RECORD_BLOCK
     ds = tf.data.Dataset.from_tensor_slices(mine)
     if shuffle and not record_level:
         ds = ds.shuffle(len(mine), seed=seed, reshuffle_each_iteration=True)
@@ -231,23 +243,23 @@ def make_dataset(
         ds = ds.repeat()
     ds = ds.interleave(
         lambda f: tf.data.TFRecordDataset(f, compression_type=compression,
-                                          buffer_size=READ_BUFFER_BYTES),
+                                          buffer_size=READ_BUFFER_BYTES).batch(block),
         cycle_length=max(1, min(readers, len(mine))),
-        block_length=16,
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic or record_level,
     )
     if record_level:
         ds = ds.shard(num_workers, worker_index)
     if shuffle:
-        ds = ds.shuffle(SHUFFLE_BUFFER, seed=seed)
-    ds = ds.batch(batch_size, drop_remainder=training)
+        ds = ds.shuffle(SHUFFLE_BUFFER // block, seed=seed)
+    ds = ds.rebatch(batch_size, drop_remainder=training)
     parse = make_parse_fn(model_cfg)
     if item_table is not None:        # one map for both: one function call per batch
         join = join_items(item_content(str(item_table)), with_stats=model_cfg.item_stats)
 
         def parse(serialized, parse_only=parse):
-            return join(*parse_only(serialized))
+            features, label = parse_only(serialized)
+            return join(features), label
 
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     ds = ds.prefetch(tf.data.AUTOTUNE)

@@ -33,7 +33,7 @@ from components.train.worker.callbacks import (
     StepProfiler,
     ThroughputMeter,
 )
-from components.train.worker.input import Split, item_content, make_dataset, read_split, worker_files
+from components.train.worker.input import Split, item_content, join_items, make_dataset, read_split, worker_files
 from pipeline.config import Config, TrainConfig, from_dict
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import serving, staged
@@ -96,14 +96,15 @@ def gang_barrier(strategy: tf.distribute.Strategy) -> int:
 
 
 def _distributed(strategy, split, config: Config, global_batch: int, shuffle: bool = True):
-    """Repeating batches: worker i reads its own files (see input.py), per-replica batch size.
-    shuffle=False (validation): the same examples in the same order every epoch."""
+    """Repeating batches of examples by reference: worker i reads its own files (see input.py),
+    per-replica batch size; the model's step joins them (_join_in_step). shuffle=False
+    (validation): the same examples in the same order every epoch."""
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return make_dataset(split.files, config.model, ctx.get_per_replica_batch_size(global_batch),
                             num_workers=ctx.num_input_pipelines, worker_index=ctx.input_pipeline_id,
                             training=True, shuffle=shuffle, deterministic=config.train.deterministic or not shuffle,
                             seed=config.train.seed, readers=config.train.readers,
-                            compression=split.compression, sizes=split.sizes, item_table=split.item_table)
+                            compression=split.compression, sizes=split.sizes)
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
@@ -131,6 +132,7 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
     with strategy.scope():
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
         _fit_image_code(model, train_split)
+        _join_in_step(model, strategy, config, train_split)
         warm = _warm_start(model, config, paths)
     log.info("model built: %d parameters", model.count_params())
 
@@ -209,6 +211,16 @@ def _fit_image_code(model, split) -> None:
         images = item_content(str(split.item_table))[IT.IMAGE]
         if fit_image_code(model, images):
             log.info("image code fitted to the item table's %d items", len(images))
+
+
+def _join_in_step(model, strategy, config: Config, split) -> None:
+    """The training and validation steps join their batches with the item table (input.py),
+    its arrays held on the step's device."""
+    if split.item_table is None:
+        raise FileNotFoundError("no item table beside the shards: examples reference items by its rows")
+    device = strategy.extended.worker_devices[0]
+    model.item_join = join_items(item_content(str(split.item_table)), with_stats=config.model.item_stats,
+                                 device=device)
 
 
 def _warm_start(model, config: Config, paths: RunPaths) -> int:

@@ -55,6 +55,22 @@ def test_workers_read_disjoint_files_covering_everything(shards):
     assert len(seen[0]) + len(seen[1]) == 90
 
 
+def test_training_reads_every_record_and_mixes_blocks_of_several_files(tmp_path):
+    """Blocks of RECORD_BLOCK records travel through the shuffle: a file's last, partial block
+    is read too (no record is left out of training), and most batches hold blocks of several files."""
+    from components.train.worker.input import RECORD_BLOCK
+
+    write_split(tmp_path / "train", 4 * 37, CFG, num_shards=4, seed=8)      # 37 = 2 blocks + 5
+    files = read_split(tmp_path, "train").files
+    by_file = [set(_tags(make_dataset([f], CFG, 8, training=False))) for f in files]
+    assert [len(b) for b in by_file] == [37] * 4 and 37 % RECORD_BLOCK
+    read = _tags(make_dataset(files, CFG, 2 * RECORD_BLOCK, seed=1, deterministic=True), batches=40)
+    assert set(read) == set().union(*by_file)                            # 40 batches: > 8 passes
+    files_per_batch = [len({k for k, b in enumerate(by_file) for tag in read[i:i + 2 * RECORD_BLOCK] if tag in b})
+                       for i in range(0, len(read), 2 * RECORD_BLOCK)]
+    assert sum(n > 1 for n in files_per_batch) > len(files_per_batch) / 2      # 2 blocks of 4 files
+
+
 def test_batches_are_parsed_with_contract_shapes(shards):
     features, label = next(iter(make_dataset(read_split(shards, "train").files, CFG, 8)))
     assert set(features) == set(F.example_input_names(CFG))
@@ -96,7 +112,7 @@ def test_rows_beyond_the_table_read_zeros_and_a_missing_table_is_named(tmp_path)
     assert len(content[IT.IMAGE]) == 7 and not content[IT.IMAGE][6].any()   # rows 1..5, then 0s
     features = {F.TARGET_ROW: tf.constant([3, 99], tf.int64),
                 F.HISTORY_ROWS: tf.constant([[0, 5], [6, 1000]], tf.int64)}
-    joined, _ = join_items(content)(features, tf.zeros([2, 1]))
+    joined = join_items(content)(features)
     images = joined[F.IMAGE_Z].numpy()[joined[F.HISTORY_INDEX].numpy()]
     assert not images[1].any() and images[0, 1].any() and not images[0, 0].any()
     with pytest.raises(FileNotFoundError, match="no item table .*nowhere"):
@@ -180,7 +196,7 @@ def test_the_join_reads_the_shown_items_window_counts_the_same_for_every_row_of_
     rate = 3 / 13
     features = {F.TARGET_ROW: tf.constant([1, 1, 2, 50], tf.int64),
                 F.HISTORY_ROWS: tf.zeros([4, CFG.history_len], tf.int64)}
-    joined, _ = join_items(content, with_stats=True)(features, tf.constant([[1.0], [0.0], [0.0], [0.0]]))
+    joined = join_items(content, with_stats=True)(features)
     expected = item_stats(np.array([3, 3, 10, 0.0]), np.array([2, 2, 1, 0.0]), rate).numpy()
     np.testing.assert_allclose(joined[F.TARGET_STATS].numpy(), expected, rtol=1e-6)
     clicked, unclicked, _, unknown = joined[F.TARGET_STATS].numpy()
@@ -190,7 +206,7 @@ def test_the_join_reads_the_shown_items_window_counts_the_same_for_every_row_of_
 
 def test_item_stats_are_the_smoothed_rate_over_the_window_rate():
     from components.train.model.item_stats import item_stats
-    from pipeline.contracts.popularity import PRIOR_WEIGHT
+    from components.train.model.item_stats import PRIOR_WEIGHT
 
     rate = 0.2
     lift, evidence = item_stats(np.array([80.0]), np.array([40.0]), rate).numpy()[0]
