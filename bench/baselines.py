@@ -1,7 +1,8 @@
 """Strong simple baselines on the same raw split the pipeline trains and is judged on.
 
 The model we serve must beat these, not only yesterday's model: a constant click rate,
-smoothed per-item click rates, logistic regression on one-hot user and item ids, and a
+per-item click rates (`item_ctr`: the gate's item popularity, pipeline/contracts/popularity.py),
+logistic regression on one-hot user and item ids, and a
 logistic regression on content (image, category, platform) plus two history features built
 from the catalog images of the history items (the mean history image's dot product with the
 shown item's, and whether the shown item is in the history).

@@ -85,7 +85,7 @@ class EvalResult(StepResult):
     baseline_auc: float | None
     baseline_version: int | None
     examples: int
-    popularity_auc: float | None = None   # the training window's smoothed item popularity
+    popularity_auc: float | None = None   # the training window's item popularity (contracts/popularity.py)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ NOT_BLESSED that says why. The same holds when thresholds exist but none can be 
 (only a baseline-relative one and no baseline yet): nothing was checked, so nothing is blessed.
 
 Two references: the served model (a candidate may not be worse than what serves now) and the
-training window's smoothed item popularity (a candidate must beat sorting by popularity, by
+training window's item popularity (a candidate must beat sorting by popularity, by
 eval.min_lift_over_baseline). The second catches what the first cannot: a model as poor as
 yesterday's, when yesterday's was already no better than popularity. TFX's Evaluator compares
 with a baseline model only; a trivial predictor scored on the same rows is the floor a learned

@@ -37,7 +37,7 @@ from pipeline.paths import RunPaths
 from pipeline.results import EvalResult
 
 log = logging.getLogger(__name__)
-POPULARITY = "popularity"       # the training window's smoothed item popularity, scored like a model
+POPULARITY = "popularity"       # the training window's item popularity (contracts/popularity.py), scored like a model
 
 
 
