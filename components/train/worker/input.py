@@ -232,8 +232,9 @@ def make_dataset(
     record_level = record_level_sharding(files, num_workers, sizes)
     if record_level:
         # Fewer files than workers: every worker reads all files in the same fixed order and
-        # keeps every N-th record (blocks of one record: an even split). Correct but N times the reading; the preprocess step
-        # writes >= workers x readers shards so this is the exception.
+        # keeps every N-th record (blocks of one record: an even split). Correct but N times
+        # the reading; the preprocess step writes >= workers x readers shards so this is the
+        # exception.
         log.warning("%d shard(s) for %d workers: record-level sharding", len(files), num_workers)
     block = 1 if record_level else RECORD_BLOCK
     ds = tf.data.Dataset.from_tensor_slices(mine)

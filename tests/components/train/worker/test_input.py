@@ -205,8 +205,7 @@ def test_the_join_reads_the_shown_items_window_counts_the_same_for_every_row_of_
 
 
 def test_item_stats_are_the_smoothed_rate_over_the_window_rate():
-    from components.train.model.item_stats import item_stats
-    from components.train.model.item_stats import PRIOR_WEIGHT
+    from components.train.model.item_stats import PRIOR_WEIGHT, item_stats
 
     rate = 0.2
     lift, evidence = item_stats(np.array([80.0]), np.array([40.0]), rate).numpy()[0]
