@@ -17,9 +17,9 @@ def _logit(p):
 def test_a_few_items_shrink_towards_one_fitted_prior_mean():
     """Item 5 clicked 2 of 2, item 9 0 of 2: each posterior mode balances its clicks against the
     prior (precision 2) around their shared mean, so neither is scored 1.0 or 0.0; symmetric
-    data, so the mean is even odds and so is an item never shown."""
+    data, so the mean is even odds; an item never shown gets the window's rate."""
     pop = ItemPopularity.fit(np.array([5, 5, 9, 9]), np.array([1, 1, 0, 0]))
-    assert pop.window_rate == 0.5 and pop.unseen_rate == pytest.approx(0.5)
+    assert pop.window_rate == 0.5
     p5, p9, p7 = pop(np.array([5, 9, 7]))
     assert 0.5 < p5 < 0.9 and p9 == pytest.approx(1 - p5) and p7 == pytest.approx(0.5)
     w = _logit(p5)                                   # the mode: clicks - n p = precision x (w - mean)
@@ -40,24 +40,26 @@ def _exposure_window(items: int = 400, seed: int = 0):
 
 
 def test_an_item_with_little_evidence_is_expected_to_click_like_items_shown_as_rarely():
-    """Fitted to the window: an item never shown scores the prior at zero impressions (about
-    -3 log-odds here), far below the window's rate that smoothing towards it would give, and
-    the estimates follow the truth better than the window-rate smoothing does."""
+    """Fitted to the window, the estimates follow the truth better than smoothing towards the
+    window's rate: an item shown a few times is pulled towards the low rate of rarely shown
+    items, not up to the window's; an item the window never showed gets the window's rate
+    (it may be new: no evidence either way)."""
     ids, labels, shown, truth = _exposure_window()
     pop = ItemPopularity.fit(ids, labels)
-    assert _logit(pop.unseen_rate) == pytest.approx(-3.0, abs=0.4)
-    assert pop.unseen_rate < pop.window_rate / 2
+    assert pop(np.array([10_000]))[0] == pop.window_rate == labels.mean()
     estimate = _logit(pop(np.arange(1, len(shown) + 1)))
     rate = labels.mean()
     smoothed = _logit((np.bincount(ids, weights=labels)[1:] + 20 * rate) / (shown + 20))
     assert np.abs(estimate - truth).mean() < np.abs(smoothed - truth).mean()
+    rare = shown < 10
+    assert np.abs(estimate - truth)[rare].mean() < np.abs(smoothed - truth)[rare].mean()
 
 
 def test_estimates_stay_finite_even_when_every_item_was_always_clicked():
     ids, labels, shown, _ = _exposure_window(items=50)
-    logits, unseen = exposure_prior_logits(shown, np.bincount(ids, weights=labels)[1:])
-    assert len(logits) == 50 and np.isfinite(logits).all() and np.isfinite(unseen)
-    all_clicked, _ = exposure_prior_logits(np.array([3.0] * 40), np.array([3.0] * 40))
+    logits = exposure_prior_logits(shown, np.bincount(ids, weights=labels)[1:])
+    assert len(logits) == 50 and np.isfinite(logits).all()
+    all_clicked = exposure_prior_logits(np.array([3.0] * 40), np.array([3.0] * 40))
     assert (all_clicked < 15).all()                          # clipped, finite: never a certain 1.0
 
 
