@@ -26,6 +26,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.validation_shards": (lambda v: v >= 0, "an int >= 0"),
     "train.early_stopping_patience": (lambda v: v >= 0, "an int >= 0"),
     "train.validations_per_epoch": (lambda v: v >= 1, "an int >= 1"),
+    "train.ema_momentum": (lambda v: 0 <= v < 1, "a float in [0, 1)"),
     "train.backup_interval_s": (lambda v: v >= 0, "a float >= 0 (seconds; 0 = every epoch)"),
     "model.architecture": (lambda v: v in ("din", "reference"), "'din' or 'reference'"),
     "model.user_buckets": (lambda v: v >= 0, "an int >= 0"),

@@ -139,6 +139,7 @@ class TrainConfig:
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
     early_stopping_patience: int = 1     # epochs without a better val AUC before stopping
     validations_per_epoch: int = 1       # validate (and may stop) this often per pass over the data
+    ema_momentum: float = 0.97           # validate, keep and export the weights' moving average (0: off)
     backup_interval_s: float = 300.0     # back up at an epoch end this long after the last (0: every epoch)
     profile_steps: tuple[int, ...] = ()  # (first, last): TF profile of those steps, train/profile/worker-i
     xla_optimizer: bool = False          # XLA-compiled optimizer update (slower with lazy_adam: docs/benchmarks.md)

@@ -92,7 +92,8 @@ def compile_model(model: keras.Model, train_cfg: TrainConfig, replicas: int) -> 
     from components.train.model.optimizers import LazyAdam
 
     kind = LazyAdam if train_cfg.optimizer == "lazy_adam" else keras.optimizers.Adam
-    optimizer = kind(learning_rate=scaled_learning_rate(train_cfg, replicas), global_clipnorm=train_cfg.clip_norm)
+    optimizer = kind(learning_rate=scaled_learning_rate(train_cfg, replicas), global_clipnorm=train_cfg.clip_norm,
+                     use_ema=train_cfg.ema_momentum > 0, ema_momentum=train_cfg.ema_momentum)
     # Plain (not XLA-compiled) by default, also on CPU: LazyAdam's gathers and scatters run
     # several times slower compiled, and so does dense Adam once no embedding penalty makes its
     # gradients dense (docs/benchmarks.md). `train.xla_optimizer` turns compilation on.

@@ -25,6 +25,7 @@ import tf_keras as keras
 from components.train.gang.heartbeat import FINISH, HeartbeatWriter
 from components.train.model.build import build_model, compile_model, global_batch_size, scaled_learning_rate
 from components.train.worker import chief, export
+from components.train.worker.averaging import AveragedEarlyStopping, ValidateAveraged
 from components.train.worker.callbacks import (
     EpochProgress,
     PacedBackup,
@@ -131,8 +132,8 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
     vocab = export.vocab_sizes(paths.transform_dir, config.model)
     with strategy.scope():
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
-        _fit_image_code(model, train_split)
         _join_in_step(model, strategy, config, train_split)
+        _fit_image_code(model, train_split)
         warm = _warm_start(model, config, paths)
     log.info("model built: %d parameters", model.count_params())
 
@@ -181,9 +182,9 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
         if valid_split is not None:
             fit_kwargs = {"validation_data": _distributed(strategy, valid_split, config, global_batch, shuffle=False),
                           "validation_steps": max(1, valid_split.examples // global_batch)}
-            callbacks.append(keras.callbacks.EarlyStopping(
+            callbacks += [ValidateAveraged(), AveragedEarlyStopping(
                 monitor="val_auc", mode="max", patience=config.train.early_stopping_patience * per_epoch,
-                restore_best_weights=True, verbose=1))
+                restore_best_weights=True, verbose=1)]
         steps = max(1, train_split.examples // global_batch // per_epoch)
         log.info("fit: %d steps/round x %d rounds (%d per epoch), global batch %d, lr %g", steps, rounds,
                  per_epoch, global_batch, scaled_learning_rate(config.train, strategy.num_replicas_in_sync))
@@ -204,13 +205,13 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
 
 def _fit_image_code(model, split) -> None:
     """The image code is fitted to this run's catalog (din.py), before a warm start, which
-    keeps the served model's code together with the weights that read it."""
+    keeps the served model's code together with the weights that read it. After _join_in_step,
+    which checks the item table is there."""
     from components.train.model.din import fit_image_code
 
-    if split.item_table is not None:
-        images = item_content(str(split.item_table))[IT.IMAGE]
-        if fit_image_code(model, images):
-            log.info("image code fitted to the item table's %d items", len(images))
+    images = item_content(str(split.item_table))[IT.IMAGE]
+    if fit_image_code(model, images):
+        log.info("image code fitted to the item table's %d items", len(images))
 
 
 def _join_in_step(model, strategy, config: Config, split) -> None:

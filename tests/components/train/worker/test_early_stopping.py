@@ -68,9 +68,12 @@ def _shards_with_manifest(root, model_cfg):
 
 
 @pytest.mark.integration
-def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data):
+@pytest.mark.parametrize("ema_momentum", [0.0, 0.9], ids=["last-step-weights", "averaged-weights"])
+def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, ema_momentum):
+    """With averaging, the round's validation, the weights kept and the export are the average's."""
     transform_paths, _ = train_data
     config = make_tiny_config(tmp_path, **{"train.epochs": 3, "train.early_stopping_patience": 1,
+                                           "train.ema_momentum": ema_momentum,
                                            "train.validations_per_epoch": 2,
                                            "train.batch_size_per_replica": 8, "train.learning_rate": 0.02,
                                            "model.title_len": 8, "model.history_len": 10})

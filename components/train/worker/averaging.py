@@ -1,0 +1,71 @@
+"""Validate, keep and export the moving average of the weights, not the last step's.
+
+Why: a nightly run trains a few dozen to a few thousand steps, and the last step's weights carry
+that step's batch noise: two trainings of the same recipe on the same data then differ by more
+than the gate's own tolerance, and a same-data rerun can flip the verdict. The exponential moving
+average of the weights (Polyak averaging) is a cheap, well-known cure: the optimizer keeps it
+(`use_ema`, updated after every step under the same distribution strategy as the weights), and
+these callbacks make every decision on it: validation reads the averaged weights, early stopping
+keeps the best averaged weights, and so the model the chief evaluates and exports is an average.
+
+Training itself still steps the raw weights (`ema_overwrite_frequency` stays None): averaging
+only reads them. Every worker runs these callbacks; a swap is a local assignment on each worker
+(all hold the same weights in synchronous training), never a collective.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import tf_keras as keras
+
+
+def averaging(model: keras.Model) -> bool:
+    """True when the model's optimizer keeps a moving average of its weights."""
+    return bool(getattr(model.optimizer, "use_ema", False))
+
+
+@contextlib.contextmanager
+def averaged_weights(model: keras.Model):
+    """The model holds its averaged weights inside the block and its raw ones after it."""
+    if not averaging(model) or not getattr(model.optimizer, "_built", False):
+        yield
+        return
+    _swap(model)
+    try:
+        yield
+    finally:
+        _swap(model)
+
+
+def _swap(model: keras.Model) -> None:
+    """Exchange each trainable variable with its average (on every local device)."""
+    optimizer = model.optimizer
+    strategy = model.distribute_strategy
+    for var in model.trainable_variables:
+        key = optimizer._var_key(var)
+        if key not in optimizer._index_dict:       # a variable the optimizer never built a slot for
+            continue
+        average = optimizer._model_variables_moving_average[optimizer._index_dict[key]]
+        raw = var.read_value()
+        strategy.extended.update(var, lambda v, a: v.assign(a), args=(average,))
+        strategy.extended.update(average, lambda a, r: a.assign(r), args=(raw,))
+
+
+class ValidateAveraged(keras.callbacks.Callback):
+    """fit()'s validation rounds read the averaged weights."""
+
+    def on_test_begin(self, logs=None):
+        self._block = averaged_weights(self.model)
+        self._block.__enter__()
+
+    def on_test_end(self, logs=None):
+        self._block.__exit__(None, None, None)
+
+
+class AveragedEarlyStopping(keras.callbacks.EarlyStopping):
+    """EarlyStopping whose "best weights" are the averaged weights of the best round, the ones
+    that round's validation scored (ValidateAveraged)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        with averaged_weights(self.model):
+            super().on_epoch_end(epoch, logs)
