@@ -37,18 +37,26 @@ def averaged_weights(model: keras.Model):
         _swap(model)
 
 
-def _swap(model: keras.Model) -> None:
-    """Exchange each trainable variable with its average (on every local device)."""
+def _pairs(model: keras.Model):
+    """(trainable variable, its moving average) for every variable the optimizer averages."""
     optimizer = model.optimizer
-    strategy = model.distribute_strategy
     for var in model.trainable_variables:
         key = optimizer._var_key(var)
-        if key not in optimizer._index_dict:       # a variable the optimizer never built a slot for
-            continue
-        average = optimizer._model_variables_moving_average[optimizer._index_dict[key]]
+        if key in optimizer._index_dict:         # else a variable the optimizer never built a slot for
+            yield var, optimizer._model_variables_moving_average[optimizer._index_dict[key]]
+
+
+def _assign(strategy, target, value) -> None:
+    """target := value on every local device (a cross-replica assignment, no collective)."""
+    strategy.extended.update(target, lambda t, v: t.assign(v), args=(value,))
+
+
+def _swap(model: keras.Model) -> None:
+    """Exchange each trainable variable with its average."""
+    for var, average in _pairs(model):
         raw = var.read_value()
-        strategy.extended.update(var, lambda v, a: v.assign(a), args=(average,))
-        strategy.extended.update(average, lambda a, r: a.assign(r), args=(raw,))
+        _assign(model.distribute_strategy, var, average)
+        _assign(model.distribute_strategy, average, raw)
 
 
 class ValidateAveraged(keras.callbacks.Callback):
@@ -69,3 +77,13 @@ class AveragedEarlyStopping(keras.callbacks.EarlyStopping):
     def on_epoch_end(self, epoch, logs=None):
         with averaged_weights(self.model):
             super().on_epoch_end(epoch, logs)
+
+    def on_train_end(self, logs=None):
+        """After restoring the kept weights, make them the average too: fit() ends by writing the
+        average into the weights (Keras' finalize), so a retry that resumes after the last epoch
+        from the backup taken next (PacedBackup, listed after this) would otherwise export the
+        last step's average instead of the kept weights."""
+        super().on_train_end(logs)
+        if averaging(self.model) and getattr(self.model.optimizer, "_built", False):
+            for var, average in _pairs(self.model):
+                _assign(self.model.distribute_strategy, average, var.read_value())

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 class PacedBackup(keras.callbacks.BackupAndRestore):
     """BackupAndRestore at an epoch end only when `interval_s` has passed since the last backup
-    (or the start of fit), and at the end of training if the last epoch is not backed up yet.
+    (or the start of fit), and at the end of a fit that ran an epoch.
 
     Why: a backup is the whole training state (tables and both Adam slots) written by every
     worker, seconds per save at reference sizes; after every short epoch it costs a large share
@@ -53,7 +53,9 @@ class PacedBackup(keras.callbacks.BackupAndRestore):
             self._save()
 
     def on_train_end(self, logs=None):
-        if (self._epochs_done or 0) > self.backed_up_epochs:     # also after early stopping
+        # Whenever this fit ran an epoch, even one just backed up: early stopping (listed before
+        # this) has since put the kept weights back, and a retry that resumes here exports them.
+        if self._epochs_done is not None:
             self._save()
         super().on_train_end(logs)
 

@@ -172,19 +172,21 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
         per_epoch = config.train.validations_per_epoch if valid_split is not None else 1
         rounds = config.train.epochs * per_epoch        # Keras epochs: 1/per_epoch of a pass each
         progress = EpochProgress(paths.train_dir / PROGRESS_FILE if task.is_chief else None, rounds, backup)
-        callbacks = [backup, progress, meter, summaries]
-        if beat:
-            callbacks.append(StepBeat(beat))
-        if config.train.profile_steps:
-            callbacks.append(StepProfiler(paths.train_dir / PROFILE_DIR / f"worker-{task.index}",
-                                          *config.train.profile_steps))
-        fit_kwargs = {}
+        fit_kwargs, callbacks = {}, []
         if valid_split is not None:
+            # Listed before the backup: its last save, at the end of fit, holds the weights early
+            # stopping kept, so a retry that resumes after the last epoch exports those.
             fit_kwargs = {"validation_data": _distributed(strategy, valid_split, config, global_batch, shuffle=False),
                           "validation_steps": max(1, valid_split.examples // global_batch)}
             callbacks += [ValidateAveraged(), AveragedEarlyStopping(
                 monitor="val_auc", mode="max", patience=config.train.early_stopping_patience * per_epoch,
                 restore_best_weights=True, verbose=1)]
+        callbacks += [backup, progress, meter, summaries]
+        if beat:
+            callbacks.append(StepBeat(beat))
+        if config.train.profile_steps:
+            callbacks.append(StepProfiler(paths.train_dir / PROFILE_DIR / f"worker-{task.index}",
+                                          *config.train.profile_steps))
         steps = max(1, train_split.examples // global_batch // per_epoch)
         log.info("fit: %d steps/round x %d rounds (%d per epoch), global batch %d, lr %g", steps, rounds,
                  per_epoch, global_batch, scaled_learning_rate(config.train, strategy.num_replicas_in_sync))
