@@ -24,10 +24,15 @@ def averaging(model: keras.Model) -> bool:
     return bool(getattr(model.optimizer, "use_ema", False))
 
 
+def _has_averages(model: keras.Model) -> bool:
+    """Averaging, and the averages exist (the optimizer builds them at its first step)."""
+    return averaging(model) and bool(getattr(model.optimizer, "_built", False))
+
+
 @contextlib.contextmanager
 def averaged_weights(model: keras.Model):
     """The model holds its averaged weights inside the block and its raw ones after it."""
-    if not averaging(model) or not getattr(model.optimizer, "_built", False):
+    if not _has_averages(model):
         yield
         return
     _swap(model)
@@ -84,6 +89,6 @@ class AveragedEarlyStopping(keras.callbacks.EarlyStopping):
         from the backup taken next (PacedBackup, listed after this) would otherwise export the
         last step's average instead of the kept weights."""
         super().on_train_end(logs)
-        if averaging(self.model) and getattr(self.model.optimizer, "_built", False):
+        if _has_averages(self.model):
             for var, average in _pairs(self.model):
                 _assign(self.model.distribute_strategy, average, var.read_value())
