@@ -3,7 +3,8 @@
 For two sizes of generated data (the demo's, and 4 days x 50k events) it runs the real stages
 (validate, preprocess, stage, 2-worker training, evaluation through the raw serving signature)
 and computes the baselines of bench/baselines.py on the same raw split, plus the generator's
-ceiling (a logistic regression on the true hidden factors). lift_fraction = (AUC - 0.5) /
+ceiling (a logistic regression on the true hidden factors) and bench/ceilings.py's two request
+ceilings (items known perfectly, users only through the request). lift_fraction = (AUC - 0.5) /
 (ceiling - 0.5): the share of the learnable signal the model captures. On the large set the
 seed's architecture (`model.architecture: reference`) is trained too, in the same run.
 
@@ -29,10 +30,12 @@ import time
 from pathlib import Path
 
 from bench.baselines import baselines
+from bench.ceilings import request_ceilings
 from bench.common import RESULTS_DIR, write_result
 from pipeline.cli import parse_sets
 from pipeline.config import load_config
-from pipeline.datagen.regimes import REGIMES
+from pipeline.datagen.regimes import REGIMES, day_key, regime_spec
+from pipeline.datagen.world import World
 from pipeline.paths import RunPaths
 
 log = logging.getLogger("bench.quality")
@@ -82,6 +85,14 @@ def _seeded(work: Path, size: dict, paths: RunPaths, seeds: int) -> dict[str, fl
     return median
 
 
+def _request_ceilings(config, paths: RunPaths) -> dict[str, float]:
+    """bench/ceilings.py's two ceilings for the world and window `config` generated."""
+    g = config.generator
+    world = World(regime_spec(g.regime, users=g.users, items=g.items, ctr=g.ctr, seed=g.seed))
+    return request_ceilings(world, [day_key(d) for d in paths.train_dates], day_key(paths.eval_date),
+                            g.events_per_day * len(paths.train_dates))
+
+
 def _prepared(work: Path, name: str, size: dict):
     """Generated days, validated and preprocessed: (config, paths of the run, generation report)."""
     from components import preprocess, validate
@@ -118,6 +129,7 @@ def run_size(work: Path, name: str, size: dict, reference: bool, seeds: int) -> 
     base = baselines(paths)
     best = max(base, key=lambda k: base[k]["auc"])
     ceiling = report.ceiling_auc
+    requests = _request_ceilings(config, paths)
     figures = {f"auc_model_{name}": model["auc"], f"logloss_model_{name}": model["log_loss"],
                f"auc_model_seeds_{name}": model["aucs"], f"seeds_{name}": seeds,
                f"auc_seed_spread_{name}": max(model["aucs"]) - min(model["aucs"]),
@@ -125,7 +137,8 @@ def run_size(work: Path, name: str, size: dict, reference: bool, seeds: int) -> 
                f"logloss_constant_{name}": base["constant"]["log_loss"], f"ceiling_auc_{name}": ceiling,
                f"lift_fraction_{name}": (model["auc"] - 0.5) / (ceiling - 0.5),
                f"train_s_{name}": model["train_s"], f"best_epoch_{name}": model["best_epoch"],
-               f"auc_over_best_baseline_{name}": model["auc"] - base[best]["auc"]}
+               f"auc_over_best_baseline_{name}": model["auc"] - base[best]["auc"],
+               f"ceiling_appeal_auc_{name}": requests["appeal"], f"ceiling_content_auc_{name}": requests["content"]}
     figures.update({f"auc_{k}_{name}": v["auc"] for k, v in base.items()})
     figures.update({f"logloss_{k}_{name}": v["log_loss"] for k, v in base.items()})
     if reference:
