@@ -7,6 +7,14 @@ and the variable on the touched rows only; dense gradients get the parent's exac
 
 This is not Adam on sparse variables: an untouched row keeps its moments and its value (no
 momentum carry-over), i.e. its moments decay only on the steps that touch it.
+
+With `use_ema`, Keras moves the average of every weight on every step, whole tables included,
+which costs as much as the dense Adam this class avoids. Here a table's average moves on the
+touched rows only, and a row that sat out k steps first catches up in one go: its weight was
+constant meanwhile, so k steps of `a = m a + (1 - m) w` are `a = m^k a + (1 - m^k) w`. The
+averages then equal Keras' (up to rounding) whenever they are read: `sync_averages` brings the
+rows that sat out up to the current step, and the readers (weight averaging's callbacks, fit's
+final `finalize_variable_values`) call it first.
 """
 from __future__ import annotations
 
@@ -32,6 +40,19 @@ class LazyAdam(keras.optimizers.Adam):
         super().__init__(*args, **kwargs)
         if self.amsgrad:
             raise ValueError("LazyAdam does not implement amsgrad; use keras.optimizers.Adam(amsgrad=True).")
+
+    def build(self, var_list):
+        """The parent's slots, and with `use_ema` one more per table: the step each row's average
+        is current through (`averaged_through`, float32 like the table it counts for)."""
+        super().build(var_list)
+        if hasattr(self, "_lazy_averages") or not self.use_ema:
+            return
+        self._lazy_averages: dict = {}       # var key -> (variable, average, averaged_through)
+        for var in var_list:
+            if var.shape.rank == 2:
+                through = self.add_variable_from_reference(var, "averaged_through", shape=var.shape[:1])
+                average = self._model_variables_moving_average[self._index_dict[self._var_key(var)]]
+                self._lazy_averages[self._var_key(var)] = (var, average, through)
 
     def aggregate_gradients(self, grads_and_vars):
         """Sum each sparse gradient's duplicate rows *before* the cross-worker exchange, and send
@@ -65,7 +86,11 @@ class LazyAdam(keras.optimizers.Adam):
     def update_step(self, gradient, variable):
         """Adam on the rows of a sparse gradient (duplicates summed); the parent's step otherwise."""
         if not isinstance(gradient, tf.IndexedSlices):
-            return super().update_step(gradient, variable)
+            if not self._lazy_average_of(variable):
+                return super().update_step(gradient, variable)
+            before = tf.identity(variable.read_value())
+            super().update_step(gradient, variable)
+            return self._average_all(variable, before)
 
         dtype = variable.dtype
         lr = tf.cast(self.learning_rate, dtype)
@@ -95,7 +120,57 @@ class LazyAdam(keras.optimizers.Adam):
         v_rows += (tf.square(grad) - v_rows) * (1 - self.beta_2)
         m.scatter_update(tf.IndexedSlices(m_rows, rows))
         v.scatter_update(tf.IndexedSlices(v_rows, rows))
-        variable.scatter_sub(tf.IndexedSlices((m_rows * alpha) / (tf.sqrt(v_rows) + epsilon_hat), rows))
+        before = gather_rows(variable, rows) if self._lazy_average_of(variable) else None
+        step = (m_rows * alpha) / (tf.sqrt(v_rows) + epsilon_hat)
+        variable.scatter_sub(tf.IndexedSlices(step, rows))
+        if before is not None:
+            self._average_rows(variable, rows, before, before - step)
+
+    def _lazy_average_of(self, variable) -> bool:
+        return self.use_ema and self._var_key(variable) in self._lazy_averages
+
+    def _average_rows(self, variable, rows, before, after) -> None:
+        """The average's step on the touched rows, after catching up the steps they sat out."""
+        _, average, through = self._lazy_averages[self._var_key(variable)]
+        now = tf.cast(self.iterations + 1, through.dtype)
+        caught_up = self._decay(now - 1 - gather_rows(through, rows))[:, None]
+        rows_average = caught_up * gather_rows(average, rows) + (1 - caught_up) * before
+        rows_average = self.ema_momentum * rows_average + (1 - self.ema_momentum) * after
+        average.scatter_update(tf.IndexedSlices(rows_average, rows))
+        through.scatter_update(tf.IndexedSlices(tf.fill(tf.shape(rows), now), rows))
+
+    def _average_all(self, variable, before) -> None:
+        """The average's step on a table that got a dense gradient: every row catches up (none
+        sat out when all its steps were dense), then steps."""
+        _, average, through = self._lazy_averages[self._var_key(variable)]
+        now = tf.cast(self.iterations + 1, through.dtype)
+        caught_up = self._decay(now - 1 - through)[:, None]
+        value = caught_up * average + (1 - caught_up) * before
+        average.assign(self.ema_momentum * value + (1 - self.ema_momentum) * variable)
+        through.assign(tf.fill(tf.shape(through), now))
+
+    def _decay(self, steps):
+        return tf.pow(tf.cast(self.ema_momentum, steps.dtype), steps)
+
+    def _update_model_variables_moving_average(self, var_list):
+        """The parent's whole-variable step, except for the tables stepped by rows (update_step)."""
+        tables = getattr(self, "_lazy_averages", {})
+        super()._update_model_variables_moving_average([v for v in var_list if self._var_key(v) not in tables])
+
+    def sync_averages(self) -> None:
+        """Every table's average up to the current step (cross-replica context): afterwards each
+        average is what Keras' every-step averaging would hold."""
+        strategy = self._distribution_strategy
+        now = tf.cast(self.iterations, tf.float32)
+        for var, average, through in getattr(self, "_lazy_averages", {}).values():
+            caught_up = self._decay(now - through.read_value())[:, None]
+            value = caught_up * average.read_value() + (1 - caught_up) * var.read_value()
+            strategy.extended.update(average, lambda a, v: a.assign(v), args=(value,))
+            strategy.extended.update(through, lambda t, v: t.assign(v), args=(tf.fill(tf.shape(through), now),))
+
+    def finalize_variable_values(self, var_list):
+        self.sync_averages()
+        super().finalize_variable_values(var_list)
 
     def get_config(self):
         # Adam.get_config leaves out adaptive_epsilon; amsgrad is always False here.

@@ -56,8 +56,16 @@ def _assign(strategy, target, value) -> None:
     strategy.extended.update(target, lambda t, v: t.assign(v), args=(value,))
 
 
+def _sync(model: keras.Model) -> None:
+    """Averages kept lazily (LazyAdam's tables) up to the current step before anyone reads them."""
+    sync = getattr(model.optimizer, "sync_averages", None)
+    if sync is not None:
+        sync()
+
+
 def _swap(model: keras.Model) -> None:
     """Exchange each trainable variable with its average."""
+    _sync(model)
     for var, average in _pairs(model):
         raw = var.read_value()
         _assign(model.distribute_strategy, var, average)
@@ -90,5 +98,6 @@ class AveragedEarlyStopping(keras.callbacks.EarlyStopping):
         last step's average instead of the kept weights."""
         super().on_train_end(logs)
         if _has_averages(self.model):
+            _sync(self.model)
             for var, average in _pairs(self.model):
                 _assign(self.model.distribute_strategy, average, var.read_value())

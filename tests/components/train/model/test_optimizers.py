@@ -164,3 +164,74 @@ def test_config_round_trip_and_checkpoint_compatible_with_adam(tmp_path):
     for mine, theirs in zip(opt.variables, adam.variables):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
     assert int(adam.iterations.numpy()) == 1
+
+
+def _full_average(weights_after_each_step, init, momentum):
+    """Keras' every-step average of a variable whose values after each step are given."""
+    average = init.copy()
+    for w in weights_after_each_step:
+        average = momentum * average + (1 - momentum) * w
+    return average
+
+
+def test_table_averages_move_by_rows_and_sync_to_the_every_step_average():
+    init = _table()
+    var = tf.Variable(init)
+    opt = LazyAdam(learning_rate=0.1, use_ema=True, ema_momentum=0.9)
+    # Row 5 sits out steps 2-4, rows 0, 2, 4, 6-9 are never touched.
+    steps = [_sparse([1, 3, 5], seed=1), _sparse([1, 3], seed=2), _sparse([3], seed=3), _sparse([1, 3], seed=4),
+             _sparse([5, 1], seed=5)]
+    seen = []
+    for grad in steps:
+        opt.apply_gradients([(grad, var)])
+        seen.append(var.numpy().copy())
+    average = opt._model_variables_moving_average[0]
+    lagging = average.numpy().copy()
+    np.testing.assert_array_equal(lagging[[0, 2]], init[[0, 2]])       # untouched rows: not stepped yet
+    expected = _full_average(seen, init, 0.9)
+    np.testing.assert_allclose(lagging[[1, 5]], expected[[1, 5]], rtol=0, atol=1e-6)   # touched last step
+    opt.sync_averages()
+    np.testing.assert_allclose(average.numpy(), expected, rtol=0, atol=1e-6)
+    assert not np.allclose(expected[3], lagging[3])    # row 3 (not in the last step) really caught up
+    opt.sync_averages()                                # idempotent
+    np.testing.assert_allclose(average.numpy(), expected, rtol=0, atol=1e-6)
+
+
+def test_a_table_with_dense_gradients_is_averaged_like_keras():
+    init = _table()
+    lazy_var, keras_var = tf.Variable(init), tf.Variable(init)
+    lazy = LazyAdam(learning_rate=0.1, use_ema=True, ema_momentum=0.9)
+    plain = keras.optimizers.Adam(learning_rate=0.1, use_ema=True, ema_momentum=0.9)
+    for seed in range(3):
+        grad = tf.convert_to_tensor(_sparse([1, 3, 5], seed=seed))
+        lazy.apply_gradients([(grad, lazy_var)])
+        plain.apply_gradients([(grad, keras_var)])
+    lazy.sync_averages()
+    np.testing.assert_allclose(lazy._model_variables_moving_average[0].numpy(),
+                               plain._model_variables_moving_average[0].numpy(), rtol=0, atol=1e-6)
+
+
+def test_mirrored_lazy_averages_match_unreplicated():
+    def run(strategy):
+        with strategy.scope():
+            var = tf.Variable(_table())
+            opt = LazyAdam(learning_rate=0.1, use_ema=True, ema_momentum=0.8)
+
+        @tf.function
+        def step(ids):
+            def replica_fn():
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(tf.square(tf.gather(var, ids)))
+                opt.apply_gradients([(tape.gradient(loss, var), var)])
+            strategy.run(replica_fn)
+
+        for ids in ([1, 3, 3], [1, 7], [3]):
+            step(tf.constant(ids))
+        with strategy.scope():
+            opt.sync_averages()
+        return opt._model_variables_moving_average[0].read_value().numpy()
+
+    mirrored = run(tf.distribute.MirroredStrategy(["/cpu:0"]))
+    plain = run(tf.distribute.get_strategy())
+    np.testing.assert_allclose(mirrored, plain, rtol=0, atol=1e-6)
+    assert not np.allclose(mirrored[7], _table()[7])

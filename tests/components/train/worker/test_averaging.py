@@ -13,7 +13,7 @@ DATA = tf.data.Dataset.from_tensors((np.eye(3, dtype=np.float32), np.ones((3, 1)
 
 
 def _compiled(use_ema: bool = True) -> keras.Model:
-    model = keras.Sequential([keras.layers.Dense(1, input_shape=(3,))])
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(3,), kernel_initializer="zeros")])  # deterministic
     model.compile(optimizer=keras.optimizers.Adam(0.1, use_ema=use_ema, ema_momentum=0.5), loss="mse")
     return model
 
@@ -79,3 +79,43 @@ def test_a_retry_that_resumes_after_the_last_epoch_holds_the_weights_early_stopp
     assert int(retry.optimizer.iterations) == 12          # restored, and no step taken
     for got, want in zip(retry.get_weights(), kept):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+class _TableProbe(keras.callbacks.Callback):
+    """The embedding table at the start, after every step, and as validation reads it."""
+
+    def table(self):
+        return self.model.layers[0].embeddings.numpy().copy()
+
+    def on_train_begin(self, logs=None):
+        self.steps, self.start = [], self.table()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps.append(self.table())
+
+    def on_test_begin(self, logs=None):
+        self.validated = self.table()
+
+
+@pytest.mark.parametrize("validated", [True, False], ids=["validated", "no-validation"])
+def test_a_table_averaged_by_rows_is_validated_and_exported_as_its_every_step_average(validated):
+    """LazyAdam steps a table's average on the touched rows only: what validation reads and what
+    fit() leaves in the weights (Keras' finalize, the only reader without validation) must still
+    be the average of every step (rows 0, 2, 4-9 are never touched, row 5 sits out most steps)."""
+    from components.train.model.optimizers import LazyAdam
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.layers.Embedding(10, 2, input_length=1), keras.layers.Flatten(),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer=LazyAdam(0.1, use_ema=True, ema_momentum=0.5), loss="mse")
+    ids = np.array([[1], [5], [3], [1], [3], [1], [3], [3]])
+    probe = _TableProbe()
+    model.fit(ids, np.ones((8, 1)), batch_size=2, epochs=1, shuffle=False, verbose=0,
+              validation_data=(ids[:2], np.ones((2, 1))) if validated else None, callbacks=[ValidateAveraged(), probe])
+    expected = probe.start
+    for table in probe.steps:
+        expected = 0.5 * expected + 0.5 * table
+    assert not np.allclose(expected[5], probe.steps[-1][5], atol=1e-4)     # averaging is visible
+    if validated:
+        np.testing.assert_allclose(probe.validated, expected, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(model.layers[0].embeddings.numpy(), expected, rtol=0, atol=1e-6)
