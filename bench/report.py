@@ -280,13 +280,14 @@ QUALITY = (["size", "model AUC / log loss (median)", "AUC per seed (spread)", "b
 ])
 QUALITY_REGIMES = (["regime (demo size)", "model AUC (median)", "AUC per seed (spread)", "best baseline (which)",
                     "item CTR", "LR user + item", "LR content + history", "model − best baseline",
-                    "model − item CTR", "ceiling", "goal", "met?"],
+                    "model − item CTR", "ceiling", "appeal ceiling", "content ceiling", "goal", "met?"],
                    each(tuple(f"{r}_demo" for r in REGIMES), (
                        "quality", "`@`", "**{auc_model_@:.3f}**", "{seeds_list_@} ({auc_seed_spread_@:.3f})",
                        "{auc_best_baseline_@:.3f} ({best_baseline_@})", "{auc_item_ctr_@:.3f}",
                        "{auc_lr_user_item_@:.3f}", "{auc_lr_content_history_@:.3f}",
                        "{auc_over_best_baseline_@:+.3f}", "{auc_over_item_ctr_@:+.3f}", "{ceiling_auc_@:.3f}",
-                       "{goal_text_regimes}", "{met_@}")))
+                       "{ceiling_appeal_auc_@:.3f}", "{ceiling_content_auc_@:.3f}", "{goal_text_regimes}",
+                       "{met_@}")))
 EPOCHS = (["size", "epoch cap", "eval AUC, cap", "eval AUC, twice the cap", "best epoch (twice the cap)", "drop",
            "goal", "met?"],
           each(("demo", "large"), (
