@@ -19,14 +19,20 @@ import contextlib
 import tf_keras as keras
 
 
+def _optimizer(model: keras.Model):
+    """The optimizer that keeps the averages: under mixed precision Keras wraps it in a
+    LossScaleOptimizer, which forwards `use_ema` but not the averages themselves."""
+    return getattr(model.optimizer, "inner_optimizer", model.optimizer)
+
+
 def averaging(model: keras.Model) -> bool:
     """True when the model's optimizer keeps a moving average of its weights."""
-    return bool(getattr(model.optimizer, "use_ema", False))
+    return bool(getattr(_optimizer(model), "use_ema", False))
 
 
 def _has_averages(model: keras.Model) -> bool:
     """Averaging, and the averages exist (the optimizer builds them at its first step)."""
-    return averaging(model) and bool(getattr(model.optimizer, "_built", False))
+    return averaging(model) and bool(getattr(_optimizer(model), "_built", False))
 
 
 @contextlib.contextmanager
@@ -44,7 +50,7 @@ def averaged_weights(model: keras.Model):
 
 def _pairs(model: keras.Model):
     """(trainable variable, its moving average) for every variable the optimizer averages."""
-    optimizer = model.optimizer
+    optimizer = _optimizer(model)
     for var in model.trainable_variables:
         key = optimizer._var_key(var)
         if key in optimizer._index_dict:         # else a variable the optimizer never built a slot for
@@ -58,7 +64,7 @@ def _assign(strategy, target, value) -> None:
 
 def _sync(model: keras.Model) -> None:
     """Averages kept lazily (LazyAdam's tables) up to the current step before anyone reads them."""
-    sync = getattr(model.optimizer, "sync_averages", None)
+    sync = getattr(_optimizer(model), "sync_averages", None)
     if sync is not None:
         sync()
 

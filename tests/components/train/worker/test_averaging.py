@@ -119,3 +119,20 @@ def test_a_table_averaged_by_rows_is_validated_and_exported_as_its_every_step_av
     if validated:
         np.testing.assert_allclose(probe.validated, expected, rtol=0, atol=1e-6)
     np.testing.assert_allclose(model.layers[0].embeddings.numpy(), expected, rtol=0, atol=1e-6)
+
+
+def test_under_mixed_precision_the_wrapped_optimizers_averages_are_read():
+    """Keras wraps the optimizer in a LossScaleOptimizer under mixed precision (GPU runs): the
+    averages live in the inner optimizer, and validation must still read them."""
+    model = keras.Sequential([keras.layers.Dense(1, input_shape=(3,), kernel_initializer="zeros")])
+    model.compile(optimizer=keras.mixed_precision.LossScaleOptimizer(
+        keras.optimizers.Adam(0.1, use_ema=True, ema_momentum=0.5)), loss="mse")
+    model.fit(DATA.repeat(5), epochs=1, verbose=0)
+    for var in model.trainable_variables:
+        var.assign(var + 1.0)
+    inner = model.optimizer.inner_optimizer
+    average = [inner._model_variables_moving_average[inner._index_dict[inner._var_key(v)]].numpy()
+               for v in model.trainable_variables]
+    with averaged_weights(model):
+        for got, want in zip(model.get_weights(), average):
+            np.testing.assert_allclose(got, want)
