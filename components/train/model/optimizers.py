@@ -32,8 +32,10 @@ class LazyAdam(keras.optimizers.Adam):
     `update_step` and the cross-replica aggregation of sparse gradients are overridden:
     clipping (`global_clipnorm` etc.), the dense gradients' aggregation, XLA wrapping and
     distributed-variable handling stay the parent's, and so do the slot variables ("m", "v"
-    built by `Adam.build`), so checkpoints have plain Adam's layout.
-    `weight_decay` and `use_ema`, when set, still act on whole variables (parent code).
+    built by `Adam.build`), so checkpoints have plain Adam's layout (with `use_ema`, plus one
+    `averaged_through` per rank-2 weight).
+    `weight_decay`, when set, still acts on whole variables (parent code); `use_ema` averages a
+    table by its touched rows (module docstring).
     """
 
     def __init__(self, *args, **kwargs):
@@ -133,10 +135,8 @@ class LazyAdam(keras.optimizers.Adam):
         """The average's step on the touched rows, after catching up the steps they sat out."""
         _, average, through = self._lazy_averages[self._var_key(variable)]
         now = tf.cast(self.iterations + 1, through.dtype)
-        caught_up = self._decay(now - 1 - gather_rows(through, rows))[:, None]
-        rows_average = caught_up * gather_rows(average, rows) + (1 - caught_up) * before
-        rows_average = self.ema_momentum * rows_average + (1 - self.ema_momentum) * after
-        average.scatter_update(tf.IndexedSlices(rows_average, rows))
+        rows_average = self._caught_up(gather_rows(average, rows), before, now - 1 - gather_rows(through, rows))
+        average.scatter_update(tf.IndexedSlices(self._stepped(rows_average, after), rows))
         through.scatter_update(tf.IndexedSlices(tf.fill(tf.shape(rows), now), rows))
 
     def _average_all(self, variable, before) -> None:
@@ -144,13 +144,18 @@ class LazyAdam(keras.optimizers.Adam):
         sat out when all its steps were dense), then steps."""
         _, average, through = self._lazy_averages[self._var_key(variable)]
         now = tf.cast(self.iterations + 1, through.dtype)
-        caught_up = self._decay(now - 1 - through)[:, None]
-        value = caught_up * average + (1 - caught_up) * before
-        average.assign(self.ema_momentum * value + (1 - self.ema_momentum) * variable)
+        average.assign(self._stepped(self._caught_up(average, before, now - 1 - through), variable))
         through.assign(tf.fill(tf.shape(through), now))
 
-    def _decay(self, steps):
-        return tf.pow(tf.cast(self.ema_momentum, steps.dtype), steps)
+    def _caught_up(self, average, weight, behind):
+        """Rows' averages after `behind` steps in which their weights stayed `weight`:
+        m^k a + (1 - m^k) w, k steps of Keras' update in one go."""
+        decay = tf.pow(tf.cast(self.ema_momentum, behind.dtype), behind)[:, None]
+        return decay * average + (1 - decay) * weight
+
+    def _stepped(self, average, weight):
+        """Keras' one-step update of an average (optimizer._update_model_variables_moving_average)."""
+        return self.ema_momentum * average + (1 - self.ema_momentum) * weight
 
     def _update_model_variables_moving_average(self, var_list):
         """The parent's whole-variable step, except for the tables stepped by rows (update_step)."""
@@ -163,8 +168,7 @@ class LazyAdam(keras.optimizers.Adam):
         strategy = self._distribution_strategy
         now = tf.cast(self.iterations, tf.float32)
         for var, average, through in getattr(self, "_lazy_averages", {}).values():
-            caught_up = self._decay(now - through.read_value())[:, None]
-            value = caught_up * average.read_value() + (1 - caught_up) * var.read_value()
+            value = self._caught_up(average.read_value(), var.read_value(), now - through.read_value())
             strategy.extended.update(average, lambda a, v: a.assign(v), args=(value,))
             strategy.extended.update(through, lambda t, v: t.assign(v), args=(tf.fill(tf.shape(through), now),))
 
