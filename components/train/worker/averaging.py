@@ -104,6 +104,5 @@ class AveragedEarlyStopping(keras.callbacks.EarlyStopping):
         last step's average instead of the kept weights."""
         super().on_train_end(logs)
         if _has_averages(self.model):
-            _sync(self.model)
             for var, average in _pairs(self.model):
                 _assign(self.model.distribute_strategy, average, var.read_value())
