@@ -80,6 +80,7 @@ class ModelConfig:
     dropout: float = 0.1
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
     item_stats: bool = False             # din: read the shown item's window click rate (measured worse)
+    stack_popularity: bool = True        # last layer blends the model with item popularity (calibration.py)
     wide_bias: bool = True               # din: per-item and per-user logit biases (the wide part)
     bias_l2: float = 1.0                 # L2 on the looked-up bias rows (x SCALE^-2 on the bias: din.ScaledBias)
     serving_xla: bool | None = None      # XLA-compile the export's model part; null: where it pays

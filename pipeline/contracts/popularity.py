@@ -54,6 +54,22 @@ def exposure_prior_logits(shown, clicks, iterations: int = 100) -> np.ndarray:
     return w
 
 
+def evidence(shown, clicks) -> np.ndarray:
+    """[n, 2] float32 per item: its click log-odds estimated as above, and log(1 + impressions),
+    from each item's window counts; an item with no impressions gets the window's log-odds and 0.
+    What the model's last layer blends with its own logit (components/train/model/calibration.py):
+    how popular the item is, and how much that rests on."""
+    n, k = np.asarray(shown, np.float64), np.asarray(clicks, np.float64)
+    out = np.zeros((len(n), 2), np.float32)
+    seen = n > 0
+    if seen.any():
+        rate = float(np.clip(k[seen].sum() / n[seen].sum(), 1e-6, 1 - 1e-6))
+        out[:, 0] = np.log(rate / (1 - rate))
+        out[seen, 0] = exposure_prior_logits(n[seen], k[seen])
+    out[:, 1] = np.log1p(np.maximum(n, 0.0))
+    return out
+
+
 @dataclass(frozen=True)
 class ItemPopularity:
     item_ids: np.ndarray    # sorted

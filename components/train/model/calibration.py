@@ -1,10 +1,24 @@
-"""Platt scaling fitted on the validation split, kept inside the model as its last layer.
+"""The model's last layer, fitted on the validation split after training: Platt scaling, and a
+blend of the model's logit with the shown item's popularity.
 
-Early stopping keeps the epoch with the best validation AUC, and by then the model is usually
-overconfident: its ranking is the best it gets, its probabilities are not (log loss worse than
-predicting the base rate). A monotone map p -> sigmoid(a * logit(p) + b) fitted on held-out
-rows fixes the probabilities without changing the ranking (AUC) and costs two scalars. It lives
-in the model (non-trainable weights), so the export, TF Serving and TF Lite all serve it.
+Platt scaling. Early stopping keeps the epoch with the best validation AUC, and by then the model
+is usually overconfident: its ranking is the best it gets, its probabilities are not (log loss
+worse than predicting the base rate). p -> sigmoid(a * logit(p) + b) fitted on held-out rows
+fixes the probabilities without changing the ranking and costs two scalars.
+
+The popularity blend (`model.stack_popularity`). Where clicks follow the item, counting an item's
+clicks over the window ranks better than the item bias a network learns from a few touches per
+epoch, and the network's other signals (the user, the history's taste) are what counting lacks.
+So the last layer adds c1 q + c2 s + c3 q s + c4 m s to a * m + b: m the model's logit, q the item's
+popularity log-odds and s = log(1 + its impressions), by item-table row
+(pipeline/contracts/popularity.py `evidence`: the gate's estimate); the s terms let the blend trust
+the counts where they are many and the model where they are few. The network never reads q while
+it trains (a rate that holds a row's own label says more on the training rows than on tomorrow's,
+which is why `model.item_stats` lost); the blend is fitted on the held-out rows with q and s from
+the window's counts minus those rows (`held_out_evidence`), as the eval day will see them.
+
+Both fits start at the identity and never end worse than it on the validation rows (log loss). The
+weights are non-trainable weights of the model, so the export, TF Serving and TF Lite serve them.
 """
 from __future__ import annotations
 
@@ -14,21 +28,42 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from pipeline.contracts.popularity import evidence as item_evidence
+
 log = logging.getLogger(__name__)
 _EPS = 1e-6
 MIN_SLOPE = 1e-3
+STACK_TERMS = ("popularity", "evidence", "popularity_x_evidence", "model_x_evidence")
+
+
+def _stack_terms(m, q, s, concat):
+    return concat([q, s, q * s, m * s])
 
 
 class Calibration(keras.layers.Layer):
-    """p -> sigmoid(a * logit(p) + b); a = 1, b = 0 (identity) until `fit_platt` sets them."""
+    """(p, evidence [.., 2] or None) -> sigmoid(a logit(p) + b + the blend's terms); the identity
+    (a = 1, b = 0, blend 0) until `calibrate` sets them. Training calls it without evidence."""
 
     def build(self, input_shape):
         self.a = self.add_weight(name="a", shape=(), initializer="ones", trainable=False)
         self.b = self.add_weight(name="b", shape=(), initializer="zeros", trainable=False)
+        self.stack = self.add_weight(name="stack", shape=(len(STACK_TERMS),), initializer="zeros", trainable=False)
+        super().build(input_shape)
 
-    def call(self, p):
+    def call(self, p, evidence=None):
         p = tf.clip_by_value(tf.cast(p, tf.float32), _EPS, 1 - _EPS)
-        return tf.sigmoid(self.a * (tf.math.log(p) - tf.math.log1p(-p)) + self.b)
+        m = tf.math.log(p) - tf.math.log1p(-p)
+        z = self.a * m + self.b
+        if evidence is not None:
+            evidence = tf.cast(evidence, tf.float32)
+            terms = _stack_terms(m, evidence[..., :1], evidence[..., 1:], lambda t: tf.concat(t, axis=-1))
+            z += tf.reduce_sum(terms * self.stack, axis=-1, keepdims=True)
+        return tf.sigmoid(z)
+
+    def reset(self) -> None:
+        self.a.assign(1.0)
+        self.b.assign(0.0)
+        self.stack.assign(tf.zeros_like(self.stack))
 
 
 def _log_loss(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
@@ -36,20 +71,15 @@ def _log_loss(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     return float(np.mean(np.logaddexp(0, z) - y * z))
 
 
-def fit_platt(probs: np.ndarray, labels: np.ndarray, steps: int = 50) -> tuple[float, float]:
-    """(a, b) minimising the log loss of sigmoid(a * logit(p) + b) on (probs, labels).
-
-    Newton steps with backtracking (confident predictions make plain Newton overshoot); never
-    worse than the identity (1, 0) on these rows. `a` stays positive: a calibration must keep
-    the ranking, even of a model no better than chance on the validation rows."""
-    p = np.clip(np.asarray(probs, np.float64).ravel(), _EPS, 1 - _EPS)
-    y = np.asarray(labels, np.float64).ravel()
-    x = np.stack([np.log(p / (1 - p)), np.ones_like(p)], axis=1)
-    w = np.array([1.0, 0.0])
+def fit_logistic(x: np.ndarray, y: np.ndarray, start: np.ndarray, steps: int = 50) -> np.ndarray:
+    """Weights minimising the log loss of sigmoid(x @ w) on (x, y), from `start`: Newton steps
+    with backtracking (confident predictions make plain Newton overshoot), never worse than
+    `start` on these rows."""
+    w = np.asarray(start, np.float64).copy()
     loss = _log_loss(x, y, w)
     for _ in range(steps):
         q = 1 / (1 + np.exp(-x @ w))
-        hessian = x.T @ (x * (q * (1 - q))[:, None]) / len(y) + 1e-6 * np.eye(2)
+        hessian = x.T @ (x * (q * (1 - q))[:, None]) / len(y) + 1e-6 * np.eye(len(w))
         step = np.linalg.solve(hessian, x.T @ (q - y) / len(y))
         shrink = 1.0
         while shrink > 1e-4 and _log_loss(x, y, w - shrink * step) > loss:
@@ -60,26 +90,60 @@ def fit_platt(probs: np.ndarray, labels: np.ndarray, steps: int = 50) -> tuple[f
         if loss - new < 1e-10:
             break
         loss = new
-    return max(float(w[0]), MIN_SLOPE), float(w[1])
+    return w
 
 
-def calibrate(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, float]:
-    """Fit the model's Calibration layer on `dataset` (validation batches); returns a, b."""
-    layer = model.get_layer("calibration")
-    before = float(layer.a.numpy()), float(layer.b.numpy())
-    layer.a.assign(1.0)
-    layer.b.assign(0.0)
-    probs, labels = [], []
-    for features, label in dataset:
-        probs.append(model(features, training=False).numpy())
-        labels.append(label.numpy())
-    if not probs or len(np.unique(np.concatenate(labels))) < 2:
+def _design(probs: np.ndarray, evidence: np.ndarray | None) -> np.ndarray:
+    p = np.clip(np.asarray(probs, np.float64).ravel(), _EPS, 1 - _EPS)
+    m = np.log(p / (1 - p))[:, None]
+    columns = [m, np.ones_like(m)]
+    if evidence is not None:
+        e = np.asarray(evidence, np.float64).reshape(-1, 2)
+        columns.append(_stack_terms(m, e[:, :1], e[:, 1:], lambda t: np.concatenate(t, axis=1)))
+    return np.concatenate(columns, axis=1)
+
+
+def fit_platt(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None):
+    """(a, b, blend weights) for the layer: Platt alone without `evidence` (blend zeros). `a`
+    stays positive: the model's own ranking is never turned upside down, even by a model no
+    better than chance on the validation rows."""
+    x = _design(probs, evidence)
+    w = fit_logistic(x, np.asarray(labels, np.float64).ravel(), np.eye(x.shape[1])[0])
+    stack = w[2:] if evidence is not None else np.zeros(len(STACK_TERMS))
+    return max(float(w[0]), MIN_SLOPE), float(w[1]), stack.astype(np.float32)
+
+
+def held_out_evidence(shown: np.ndarray, clicks: np.ndarray, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """`evidence` for held-out rows (item-table rows and labels) from the window's counts by row
+    without those rows: their own labels are not in it, as the eval day's are not."""
+    size = len(shown)
+    rows = np.minimum(np.asarray(rows, np.int64).ravel(), size - 1)
+    labels = np.asarray(labels, np.float64).ravel()
+    rest_shown = np.maximum(np.asarray(shown, np.float64) - np.bincount(rows, minlength=size), 0.0)
+    rest_clicks = np.clip(np.asarray(clicks, np.float64) - np.bincount(rows, weights=labels, minlength=size),
+                          0.0, rest_shown)
+    return item_evidence(rest_shown, rest_clicks)[rows]
+
+
+def calibrate(layer: Calibration, probs: np.ndarray, labels: np.ndarray,
+              evidence: np.ndarray | None = None) -> dict[str, float]:
+    """Fit `layer` on validation rows: the model's uncalibrated probabilities, their labels and,
+    for the blend, their items' held-out evidence. Returns the fitted weights by name."""
+    labels = np.asarray(labels).ravel()
+    if len(np.unique(labels)) < 2:
         log.warning("calibration skipped: the validation split has one label class or no rows")
-        layer.a.assign(before[0])
-        layer.b.assign(before[1])
-        return {"calibration_a": before[0], "calibration_b": before[1]}
-    a, b = fit_platt(np.concatenate(probs), np.concatenate(labels))
+        return weights(layer)
+    a, b, stack = fit_platt(probs, labels, evidence)
     layer.a.assign(a)
     layer.b.assign(b)
-    log.info("Platt calibration on %d validation rows: a=%.3f b=%.3f", sum(len(x) for x in labels), a, b)
-    return {"calibration_a": a, "calibration_b": b}
+    layer.stack.assign(stack)
+    fitted = weights(layer)
+    log.info("calibration on %d validation rows: %s", len(labels),
+             ", ".join(f"{k}={v:.3f}" for k, v in fitted.items()))
+    return fitted
+
+
+def weights(layer: Calibration) -> dict[str, float]:
+    stack = layer.stack.numpy()
+    return {"calibration_a": float(layer.a.numpy()), "calibration_b": float(layer.b.numpy()),
+            **{f"stack_{name}": float(v) for name, v in zip(STACK_TERMS, stack, strict=True)}}

@@ -12,14 +12,18 @@ import shutil
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from components.train.model.build import VocabSizes, build_model, scaled_learning_rate
-from components.train.model.calibration import calibrate
+from components.train.model.tower import CALIBRATION
+from components.train.model.calibration import calibrate, held_out_evidence
 from components.train.worker import export
-from components.train.worker.input import Split, make_dataset, read_split
+from components.train.worker.input import Split, item_content, make_dataset, read_split
 from pipeline.config import Config
+from pipeline.contracts import features as F
+from pipeline.contracts import item_table as IT
 from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
@@ -53,20 +57,17 @@ class Trained:
 def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResult:
     """Evaluate, export (atomically), write the model card and result; drop the backup."""
     serving_model = local_copy(t.model, config, t.vocab)
-    calibration = {}
-    valid = t.valid_split
-    if valid is not None and valid.missing():     # this host staged only its share: shared storage
-        valid = read_split(paths.examples_dir, "train").hold_out(config.train.validation_shards, t.workers)[1]
-    if valid is not None:
-        calibration = calibrate(serving_model, make_dataset(
-            valid.files, config.model, t.global_batch, training=False, deterministic=True,
-            readers=config.train.readers, compression=valid.compression, sizes=valid.sizes,
-            item_table=valid.item_table))
     if config.train.export:
         module = export.serving_module(serving_model, t.eval_split.item_table, paths.transform_dir, config.model)
         predict = module.signatures_[export.SERVING_TRANSFORMED]
     else:                                                  # nothing to serve: no transform graph needed
         module, predict = None, export.transformed_scoring(serving_model, t.eval_split.item_table, config.model)
+    calibration = {}
+    valid = t.valid_split
+    if valid is not None and valid.missing():     # this host staged only its share: shared storage
+        valid = read_split(paths.examples_dir, "train").hold_out(config.train.validation_shards, t.workers)[1]
+    if valid is not None:
+        calibration = calibrate_on(serving_model, predict, valid, config, t.global_batch)
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,
                            compression=t.eval_split.compression, sizes=t.eval_split.sizes)
@@ -121,6 +122,27 @@ def evaluate(predict, dataset: tf.data.Dataset, model_cfg) -> dict[str, float]:
         loss.update_state(keras.losses.binary_crossentropy(label, prob))
     return {"eval_auc": float(auc.result()), "eval_accuracy": float(acc.result()),
             "eval_loss": float(loss.result())}
+
+
+def calibrate_on(model: keras.Model, predict, valid: Split, config: Config, batch: int) -> dict[str, float]:
+    """Fit the model's last layer (model/calibration.py) on the validation split, scored through
+    the export's own function with that layer at the identity; the blend's evidence from the item
+    table's counts without the validation rows."""
+    layer = model.get_layer(CALIBRATION)
+    layer.reset()
+    probs, rows, labels = [], [], []
+    for features, label in make_dataset(valid.files, config.model, batch, training=False, deterministic=True,
+                                        readers=config.train.readers, compression=valid.compression,
+                                        sizes=valid.sizes):
+        probs.append(export.call_transformed(predict, features, config.model).numpy().ravel())
+        rows.append(features[F.TARGET_ROW].numpy().ravel())
+        labels.append(label.numpy().ravel())
+    probs, rows, labels = (np.concatenate(x) if x else np.zeros(0) for x in (probs, rows, labels))
+    evidence = None
+    if config.model.stack_popularity:
+        content = item_content(str(valid.item_table))
+        evidence = held_out_evidence(content[IT.SHOWN], content[IT.CLICKS], rows, labels)
+    return calibrate(layer, probs, labels, evidence)
 
 
 def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> dict[str, Any]:

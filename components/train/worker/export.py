@@ -53,6 +53,7 @@ from components.train.model.vocab import VocabSizes
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
+from pipeline.contracts import popularity
 from pipeline.contracts import serving
 from pipeline.contracts import signature as S
 
@@ -144,6 +145,9 @@ class Scoring:
         # the table reads the last row, no impressions, i.e. the window's rate.
         self.stats = (tf.constant(item_stats(content[IT.SHOWN], content[IT.CLICKS], IT.window_rate(content)))
                       if F.TARGET_STATS in self.ids else None)
+        # What the last layer blends with the model's logit (model/calibration.py), by row;
+        # rows with no impressions (newer than the table too) read the window's rate.
+        self.evidence = tf.constant(popularity.evidence(content[IT.SHOWN], content[IT.CLICKS]))
         jit = True if model_cfg.xla_export else None
         self.by_rows = tf.function(self._by_rows, jit_compile=jit)
         self.by_content = tf.function(self._by_content, jit_compile=jit)
@@ -152,12 +156,12 @@ class Scoring:
         return tf.gather(self.vectors, tf.minimum(rows, self.last_row))
 
     def _score(self, target, history, features):
+        target_rows = tf.minimum(features[F.TARGET_ROW], self.last_row)
         if self.stats is not None:
-            target_rows = tf.minimum(features[F.TARGET_ROW], self.last_row)
             features = {**features, F.TARGET_STATS: tf.gather(self.stats, target_rows)}
         p = self.scorer({TARGET_CONTENT: target, HISTORY_CONTENT: history,
                          **{k: features[k] for k in self.ids}}, training=False)
-        return self.calibration(p, training=False)
+        return self.calibration(p, evidence=tf.gather(self.evidence, target_rows), training=False)
 
     def _by_rows(self, features):
         """Examples by reference: both the shown item and the history from the table."""
