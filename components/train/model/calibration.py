@@ -17,7 +17,9 @@ it trains (a rate that holds a row's own label says more on the training rows th
 which is why `model.item_stats` lost); the blend is fitted on the held-out rows with q and s from
 the window's counts minus those rows (`held_out_evidence`), as the eval day will see them.
 
-Both fits start at the identity and never end worse than it on the validation rows (log loss). The
+Both fits start at the identity, are pulled towards it by one row's weight (a validation split of a
+few dozen rows cannot blow the weights up), and never end worse than it on the validation rows
+(log loss). The
 weights are non-trainable weights of the model, so the export, TF Serving and TF Lite serve them.
 """
 from __future__ import annotations
@@ -33,6 +35,8 @@ from pipeline.contracts.popularity import evidence as item_evidence
 log = logging.getLogger(__name__)
 _EPS = 1e-6
 MIN_SLOPE = 1e-3
+_RIDGES = (0.0, 1e-3, 1e-1, 10.0)
+PULL = 1.0
 STACK_TERMS = ("popularity", "evidence", "popularity_x_evidence", "model_x_evidence")
 
 
@@ -66,27 +70,35 @@ class Calibration(keras.layers.Layer):
         self.stack.assign(tf.zeros_like(self.stack))
 
 
-def _log_loss(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+def _loss(x: np.ndarray, y: np.ndarray, w: np.ndarray, start: np.ndarray) -> float:
     z = x @ w
-    return float(np.mean(np.logaddexp(0, z) - y * z))
+    return float(np.mean(np.logaddexp(0, z) - y * z) + PULL * np.sum((w - start) ** 2) / (2 * len(y)))
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, start: np.ndarray, steps: int = 50) -> np.ndarray:
-    """Weights minimising the log loss of sigmoid(x @ w) on (x, y), from `start`: Newton steps
-    with backtracking (confident predictions make plain Newton overshoot), never worse than
-    `start` on these rows."""
-    w = np.asarray(start, np.float64).copy()
-    loss = _log_loss(x, y, w)
+def fit_logistic(x: np.ndarray, y: np.ndarray, start: np.ndarray, steps: int = 100) -> np.ndarray:
+    """Weights minimising the log loss of sigmoid(x @ w) on (x, y) plus an L2 pull towards `start`
+    (PULL: what one row weighs; it keeps the weights finite on a small or separable validation
+    split and fades with more rows), never worse than `start` on these rows. Newton steps with
+    backtracking (confident predictions make plain Newton overshoot), damped harder where the
+    Newton step finds no decrease (a saturated or constant model makes the Hessian nearly
+    singular; the most damped step is a gradient step)."""
+    start = np.asarray(start, np.float64)
+    w, n, eye = start.copy(), len(y), np.eye(len(start))
+    loss = _loss(x, y, w, start)
     for _ in range(steps):
         q = 1 / (1 + np.exp(-x @ w))
-        hessian = x.T @ (x * (q * (1 - q))[:, None]) / len(y) + 1e-6 * np.eye(len(w))
-        step = np.linalg.solve(hessian, x.T @ (q - y) / len(y))
-        shrink = 1.0
-        while shrink > 1e-4 and _log_loss(x, y, w - shrink * step) > loss:
-            shrink /= 2
-        if shrink <= 1e-4:
+        hessian = x.T @ (x * (q * (1 - q))[:, None]) / n + PULL / n * eye
+        gradient = x.T @ (q - y) / n + PULL / n * (w - start)
+        for ridge in _RIDGES:
+            step = np.linalg.solve(hessian + ridge * eye, gradient)
+            shrink = 1.0
+            while shrink > 1e-4 and _loss(x, y, w - shrink * step, start) > loss:
+                shrink /= 2
+            if shrink > 1e-4:
+                break
+        else:
             break
-        w, new = w - shrink * step, _log_loss(x, y, w - shrink * step)
+        w, new = w - shrink * step, _loss(x, y, w - shrink * step, start)
         if loss - new < 1e-10:
             break
         loss = new

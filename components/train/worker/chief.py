@@ -17,8 +17,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train.model.build import VocabSizes, build_model, scaled_learning_rate
-from components.train.model.tower import CALIBRATION
 from components.train.model.calibration import calibrate, held_out_evidence
+from components.train.model.tower import CALIBRATION
 from components.train.worker import export
 from components.train.worker.input import Split, item_content, make_dataset, read_split
 from pipeline.config import Config

@@ -53,8 +53,7 @@ from components.train.model.vocab import VocabSizes
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
-from pipeline.contracts import popularity
-from pipeline.contracts import serving
+from pipeline.contracts import popularity, serving
 from pipeline.contracts import signature as S
 
 log = logging.getLogger(__name__)

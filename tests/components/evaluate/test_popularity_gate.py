@@ -20,7 +20,8 @@ def _untrained_run(tmp_path, tiny_config, run_paths, **overrides):
     gate's rule is what is under test."""
     config = make_tiny_config(tmp_path, **{
         "data.raw_root": str(tiny_config.data.raw_root), "data.staging_root": str(tiny_config.data.staging_root),
-        "train.learning_rate": 1e-9, "train.epochs": 1, "model.stack_popularity": False, "eval.min_lift_over_baseline": 0.01, **overrides})
+        "train.learning_rate": 1e-9, "train.epochs": 1, "model.stack_popularity": False,
+        "eval.min_lift_over_baseline": 0.01, **overrides})
     paths = RunPaths.for_run(config, RUN_DATE, run_paths.run_id)   # same run id: the staged dir is shared
     shutil.copytree(run_paths.transform_dir, paths.transform_dir)
     train.run(config, paths)

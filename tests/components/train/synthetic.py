@@ -8,6 +8,7 @@ not.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import tensorflow as tf
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
+from pipeline.contracts import manifest as M
 
 
 def _example(values: dict) -> bytes:
@@ -77,3 +79,38 @@ def write_split(out_dir: Path, n: int, model: ModelConfig, num_shards: int, seed
     for w in writers:
         w.close()
     return n
+
+
+def write_with_manifest(root: Path, model: ModelConfig, shards: int, per_shard: int, random_labels: bool = False,
+                        eval_rows: int = 64) -> None:
+    """Train and eval splits under `root` with preprocess's manifest (so validation can be carved
+    out), the item table's window counts those of the train split. `random_labels`: labels at a
+    30 % rate that nothing predicts (validation AUC wanders)."""
+    write_split(root / "train", shards * per_shard, model, num_shards=shards, seed=3, title_vocab=10, item_vocab=10)
+    write_split(root / "eval", eval_rows, model, num_shards=2, seed=4, title_vocab=10, item_vocab=10)
+    shown, clicks = np.zeros(10), np.zeros(10)
+    for split in ("train", "eval"):
+        for path in sorted((root / split).glob("*.tfrecord")):
+            records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(path))]
+            rng = np.random.default_rng(len(path.name))
+            with tf.io.TFRecordWriter(str(path)) as writer:
+                for example in records:
+                    feature = example.features.feature
+                    if random_labels:
+                        feature[F.LABEL_KEY].int64_list.value[:] = [int(rng.random() < 0.3)]
+                    if split == "train":
+                        row = feature[F.TARGET_ROW].int64_list.value[0]
+                        shown[row] += 1
+                        clicks[row] += feature[F.LABEL_KEY].int64_list.value[0]
+                    writer.write(example.SerializeToString())
+    table = IT.read(root / IT.ITEM_TABLE)
+    rows = table.column(IT.ROW).to_numpy()
+    items = {name: np.stack(table.column(name).to_numpy(zero_copy_only=False))
+             if name in (IT.TITLE_IDS, IT.IMAGE) else table.column(name).to_numpy() for name in IT.COLUMNS}
+    items[IT.SHOWN], items[IT.CLICKS] = shown[rows].astype(np.int64), clicks[rows].astype(np.int64)
+    write_item_table(root / IT.ITEM_TABLE, items)
+    sizes = {"train": (per_shard, shards), "eval": (eval_rows // 2, 2)}
+    splits = {s: {"examples": n * k, "shards": [{"name": f"{s}/{p.name}", "examples": n}
+                                                 for p in sorted((root / s).glob("*.tfrecord"))]}
+              for s, (n, k) in sizes.items()}
+    (root / M.MANIFEST).write_text(json.dumps({"format": M.FORMAT, "workers": 2, "compression": "", "splits": splits}))

@@ -86,6 +86,19 @@ def test_the_blend_beats_the_model_and_popularity_on_new_rows():
     assert roc_auc_score(e_label, platt) == pytest.approx(roc_auc_score(e_label, e_p), abs=1e-6)
 
 
+def test_a_model_that_learned_nothing_gets_popularitys_ranking():
+    """Saturated and constant (a diverged training): the Newton steps must still leave the identity."""
+    shown, clicks, (v_item, v_label, _), (e_item, e_label, _) = _item_world(seed=2)
+    layer = _layer()
+    constant = np.full(len(v_label), 1 - 1e-7)
+    fitted = calibrate(layer, constant, v_label, item_evidence(shown, clicks)[v_item])
+    evidence = item_evidence(shown, clicks)[e_item]
+    blended = layer(np.full((len(e_label), 1), 1 - 1e-7, np.float32), evidence=evidence).numpy().ravel()
+    assert fitted["stack_popularity"] > 0.1
+    assert roc_auc_score(e_label, blended) > roc_auc_score(e_label, evidence[:, 0]) - 0.01
+    assert log_loss(e_label, blended) < 0.7
+
+
 def test_the_layer_computes_what_was_fitted():
     shown, clicks, (v_item, v_label, v_p), _ = _item_world(seed=1)
     layer = _layer()

@@ -14,7 +14,7 @@ from components.train.worker.main import _fit_metrics
 from pipeline.contracts import features as F
 from pipeline.contracts import manifest as M
 from pipeline.paths import RunPaths
-from tests.components.train.synthetic import write_split
+from tests.components.train.synthetic import write_with_manifest
 from tests.conftest import make_tiny_config
 
 SHARDS, PER_SHARD = 8, 32
@@ -48,25 +48,6 @@ def test_fit_metrics_report_the_best_epoch():
                    "best_epoch": 2.0, "epochs_run": 3.0}
 
 
-def _shards_with_manifest(root, model_cfg):
-    """Synthetic train shards with random labels (validation AUC wanders) and a manifest."""
-    write_split(root / "train", SHARDS * PER_SHARD, model_cfg, num_shards=SHARDS, seed=3, title_vocab=10, item_vocab=10)
-    write_split(root / "eval", 64, model_cfg, num_shards=2, seed=4, title_vocab=10, item_vocab=10)
-    for split in ("train", "eval"):
-        for path in (root / split).glob("*.tfrecord"):
-            records = list(tf.data.TFRecordDataset(str(path)))
-            rng = np.random.default_rng(len(path.name))
-            with tf.io.TFRecordWriter(str(path)) as writer:
-                for raw in records:
-                    example = tf.train.Example.FromString(raw.numpy())
-                    example.features.feature[F.LABEL_KEY].int64_list.value[:] = [int(rng.random() < 0.3)]
-                    writer.write(example.SerializeToString())
-    splits = {s: {"examples": n * k, "shards": [{"name": f"{s}/{p.name}", "examples": n}
-                                                 for p in sorted((root / s).glob("*.tfrecord"))]}
-              for s, n, k in (("train", PER_SHARD, SHARDS), ("eval", 32, 2))}
-    (root / M.MANIFEST).write_text(json.dumps({"format": M.FORMAT, "workers": 2, "compression": "", "splits": splits}))
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("ema_momentum", [0.0, 0.9], ids=["last-step-weights", "averaged-weights"])
 def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, ema_momentum):
@@ -79,7 +60,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
                                            "model.title_len": 8, "model.history_len": 10})
     paths = RunPaths.for_run(config, "2026-11-04", "early-stopping")
     data = tmp_path / "data"
-    _shards_with_manifest(data, config.model)
+    write_with_manifest(data, config.model, SHARDS, PER_SHARD, random_labels=True)
     paths.transform_dir.parent.mkdir(parents=True, exist_ok=True)
     paths.transform_dir.symlink_to(transform_paths.transform_dir)
     result = train.run(config, paths, data_dir=data)
@@ -101,6 +82,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
         p = tf.cast(probs["probability"], tf.float64)
         auc.update_state(label, tf.sigmoid((tf.math.log(p) - tf.math.log1p(-p) - b) / a))
     assert float(auc.result()) == pytest.approx(m["val_auc"], abs=2e-3)
+    assert not any(v for k, v in m.items() if k.startswith("stack_"))      # the blend is off
 
 
 @pytest.mark.integration
@@ -111,7 +93,7 @@ def test_a_run_without_export_needs_no_transform_graph(tmp_path):
                                            "model.title_len": 8, "model.history_len": 10})
     paths = RunPaths.for_run(config, "2026-11-04", "no-export")
     data = tmp_path / "data"
-    _shards_with_manifest(data, config.model)
+    write_with_manifest(data, config.model, SHARDS, PER_SHARD, random_labels=True)
     assert not paths.transform_dir.exists()
     result = train.run(config, paths, data_dir=data)
     assert result.model_dir == "" and not paths.model_dir.exists()
