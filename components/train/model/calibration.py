@@ -19,8 +19,8 @@ the window's counts minus those rows (`held_out_evidence`), as the eval day will
 
 Both fits start at the identity, are pulled towards it by one row's weight (a validation split of a
 few dozen rows cannot blow the weights up), and never end worse than it on the validation rows
-(log loss). The
-weights are non-trainable weights of the model, so the export, TF Serving and TF Lite serve them.
+(log loss). The weights are non-trainable weights of the model, so the export, TF Serving and TF
+Lite serve them.
 """
 from __future__ import annotations
 
