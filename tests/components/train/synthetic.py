@@ -88,26 +88,23 @@ def write_with_manifest(root: Path, model: ModelConfig, shards: int, per_shard: 
     30 % rate that nothing predicts (validation AUC wanders)."""
     write_split(root / "train", shards * per_shard, model, num_shards=shards, seed=3, title_vocab=10, item_vocab=10)
     write_split(root / "eval", eval_rows, model, num_shards=2, seed=4, title_vocab=10, item_vocab=10)
-    shown, clicks = np.zeros(10), np.zeros(10)
+    items = make_items(model, title_vocab=10, items=10)          # the table write_split wrote
+    shown, clicks = np.zeros(10, np.int64), np.zeros(10, np.int64)
     for split in ("train", "eval"):
         for path in sorted((root / split).glob("*.tfrecord")):
             records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(path))]
-            rng = np.random.default_rng(len(path.name))
-            with tf.io.TFRecordWriter(str(path)) as writer:
+            if random_labels:
+                rng = np.random.default_rng(len(path.name))
                 for example in records:
-                    feature = example.features.feature
-                    if random_labels:
-                        feature[F.LABEL_KEY].int64_list.value[:] = [int(rng.random() < 0.3)]
-                    if split == "train":
-                        row = feature[F.TARGET_ROW].int64_list.value[0]
-                        shown[row] += 1
-                        clicks[row] += feature[F.LABEL_KEY].int64_list.value[0]
-                    writer.write(example.SerializeToString())
-    table = IT.read(root / IT.ITEM_TABLE)
-    rows = table.column(IT.ROW).to_numpy()
-    items = {name: np.stack(table.column(name).to_numpy(zero_copy_only=False))
-             if name in (IT.TITLE_IDS, IT.IMAGE) else table.column(name).to_numpy() for name in IT.COLUMNS}
-    items[IT.SHOWN], items[IT.CLICKS] = shown[rows].astype(np.int64), clicks[rows].astype(np.int64)
+                    example.features.feature[F.LABEL_KEY].int64_list.value[:] = [int(rng.random() < 0.3)]
+                with tf.io.TFRecordWriter(str(path)) as writer:
+                    for example in records:
+                        writer.write(example.SerializeToString())
+            for example in records if split == "train" else ():
+                feature = example.features.feature
+                shown[feature[F.TARGET_ROW].int64_list.value[0]] += 1
+                clicks[feature[F.TARGET_ROW].int64_list.value[0]] += feature[F.LABEL_KEY].int64_list.value[0]
+    items[IT.SHOWN], items[IT.CLICKS] = shown[items[IT.ROW]], clicks[items[IT.ROW]]
     write_item_table(root / IT.ITEM_TABLE, items)
     sizes = {"train": (per_shard, shards), "eval": (eval_rows // 2, 2)}
     splits = {s: {"examples": n * k, "shards": [{"name": f"{s}/{p.name}", "examples": n}
