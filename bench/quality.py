@@ -57,7 +57,7 @@ def _share_preprocess(source: RunPaths, run: RunPaths) -> None:
         os.symlink(source.run_dir / sub, run.run_dir / sub)
 
 
-def _train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
+def train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
     from components import evaluate, stage, train
 
     stage.run(config, paths)
@@ -70,22 +70,30 @@ def _train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
             "examples_per_s": result.examples_per_s, "best_epoch": result.metrics.get("best_epoch", 0.0)}
 
 
-def _seeded(work: Path, size: dict, paths: RunPaths, seeds: int) -> dict[str, float]:
-    """The model trained with `train.seed` 0..seeds-1 on `paths`' preprocess output: medians."""
+def seed_runs(work: Path, size: dict, paths: RunPaths, seeds: int) -> list[tuple]:
+    """(config with `train.seed` 0..seeds-1, its run) on `paths`' preprocess output; seed 0 is `paths`."""
     runs = []
     for seed in range(seeds):
         config = _config(work, size, **{"train.seed": seed})
         run = paths if seed == 0 else RunPaths.for_run(config, paths.run_date, f"{paths.run_id}-seed{seed}")
         if seed:
             _share_preprocess(paths, run)
-        runs.append(_train_and_evaluate(config, run))
+        runs.append((config, run))
+    return runs
+
+
+def _seeded(work: Path, size: dict, paths: RunPaths, seeds: int) -> dict[str, float]:
+    """The model trained with `train.seed` 0..seeds-1 on `paths`' preprocess output: medians."""
+    runs = []
+    for seed, (config, run) in enumerate(seed_runs(work, size, paths, seeds)):
+        runs.append(train_and_evaluate(config, run))
         log.info("seed %d: AUC %.4f, log loss %.4f", seed, runs[-1]["auc"], runs[-1]["log_loss"])
     median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     median["aucs"] = [round(r["auc"], 4) for r in runs]
     return median
 
 
-def _request_ceilings(config, paths: RunPaths) -> dict[str, float]:
+def world_ceilings(config, paths: RunPaths) -> dict[str, float]:
     """bench/ceilings.py's two ceilings for the world and window `config` generated."""
     g = config.generator
     world = World(regime_spec(g.regime, users=g.users, items=g.items, ctr=g.ctr, seed=g.seed))
@@ -93,9 +101,8 @@ def _request_ceilings(config, paths: RunPaths) -> dict[str, float]:
                             g.events_per_day * len(paths.train_dates))
 
 
-def _prepared(work: Path, name: str, size: dict):
-    """Generated days, validated and preprocessed: (config, paths of the run, generation report)."""
-    from components import preprocess, validate
+def generated(work: Path, name: str, size: dict):
+    """The window and eval day generated for `size`: (config, paths of the run, generation report)."""
     from pipeline.datagen import generate
 
     config = _config(work, size)
@@ -103,6 +110,14 @@ def _prepared(work: Path, name: str, size: dict):
     report = generate(config.data.raw_root, START, config.window.train_days + 1, users=g.users, items=g.items,
                       events_per_day=g.events_per_day, ctr=g.ctr, seed=g.seed, regime=g.regime)
     paths = RunPaths.for_run(config, START + dt.timedelta(days=config.window.train_days), f"quality-{name}")
+    return config, paths, report
+
+
+def prepared(work: Path, name: str, size: dict):
+    """Generated days, validated and preprocessed: (config, paths of the run, generation report)."""
+    from components import preprocess, validate
+
+    config, paths, report = generated(work, name, size)
     validate.run(config, paths)
     preprocess.run(config, paths)
     return config, paths, report
@@ -111,12 +126,12 @@ def _prepared(work: Path, name: str, size: dict):
 def more_epochs(work: Path, name: str, size: dict) -> dict[str, float]:
     """The configured epoch cap against twice that on the same data and seed: early stopping
     must keep longer training from costing eval AUC (goal: a drop of at most 0.005)."""
-    config, paths, _ = _prepared(work, name, size)
-    default = _train_and_evaluate(config, paths)
+    config, paths, _ = prepared(work, name, size)
+    default = train_and_evaluate(config, paths)
     longer_config = _config(work, size, **{"train.epochs": 2 * config.train.epochs})
     longer_paths = RunPaths.for_run(longer_config, paths.run_date, f"{paths.run_id}-longer")
     _share_preprocess(paths, longer_paths)
-    longer = _train_and_evaluate(longer_config, longer_paths)
+    longer = train_and_evaluate(longer_config, longer_paths)
     return {f"epochs_cap_{name}": config.train.epochs, f"auc_epochs_cap_{name}": default["auc"],
             f"auc_twice_the_epochs_{name}": longer["auc"], f"best_epoch_twice_the_epochs_{name}": longer["best_epoch"],
             f"more_epochs_auc_drop_{name}": default["auc"] - longer["auc"]}
@@ -124,12 +139,12 @@ def more_epochs(work: Path, name: str, size: dict) -> dict[str, float]:
 
 def run_size(work: Path, name: str, size: dict, reference: bool, seeds: int) -> dict[str, float]:
     """The model (median of seeds), every baseline and the ceiling on one generated world; keys end in `name`."""
-    config, paths, report = _prepared(work, name, size)
+    config, paths, report = prepared(work, name, size)
     model = _seeded(work, size, paths, seeds)
     base = baselines(paths)
     best = max(base, key=lambda k: base[k]["auc"])
     ceiling = report.ceiling_auc
-    requests = _request_ceilings(config, paths)
+    requests = world_ceilings(config, paths)
     figures = {f"auc_model_{name}": model["auc"], f"logloss_model_{name}": model["log_loss"],
                f"auc_model_seeds_{name}": model["aucs"], f"seeds_{name}": seeds,
                f"auc_seed_spread_{name}": max(model["aucs"]) - min(model["aucs"]),
@@ -145,7 +160,7 @@ def run_size(work: Path, name: str, size: dict, reference: bool, seeds: int) -> 
         ref_config = _config(work, size, **{"model.architecture": "reference"})
         ref_paths = RunPaths.for_run(ref_config, paths.run_date, f"quality-{name}-reference")
         _share_preprocess(paths, ref_paths)
-        ref = _train_and_evaluate(ref_config, ref_paths)
+        ref = train_and_evaluate(ref_config, ref_paths)
         figures.update({f"auc_reference_arch_{name}": ref["auc"], f"logloss_reference_arch_{name}": ref["log_loss"],
                         f"train_s_reference_arch_{name}": ref["train_s"]})
     return figures
@@ -178,7 +193,7 @@ def warm_vs_cold(work: Path) -> dict[str, float]:
         validate.run(cfg, paths)
         preprocess.run(cfg, paths)
         preprocess_s = time.monotonic() - started
-        model = _train_and_evaluate(cfg, paths) | {"preprocess_s": preprocess_s}
+        model = train_and_evaluate(cfg, paths) | {"preprocess_s": preprocess_s}
         if run_id == "day1":
             push.run(cfg.with_overrides({"push.force": True, "push.force_reason": "bench: the served model"}), paths)
         else:

@@ -16,6 +16,7 @@ import re
 import sys
 from pathlib import Path
 
+from bench.common import GOAL_REACH_EVENTS_PER_DAY
 from pipeline.datagen.regimes import REGIMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,6 +289,13 @@ QUALITY_REGIMES = (["regime (demo size)", "model AUC (median)", "AUC per seed (s
                        "{auc_over_best_baseline_@:+.3f}", "{auc_over_item_ctr_@:+.3f}", "{ceiling_auc_@:.3f}",
                        "{ceiling_appeal_auc_@:.3f}", "{ceiling_content_auc_@:.3f}", "{goal_text_regimes}",
                        "{met_@}")))
+GOAL_REACH = (["regime", "events per day (window rows)", "item CTR", "best baseline (which)", "goal AUC",
+               "appeal ceiling", "content ceiling", "ceiling", "goal − content ceiling", "goal − ceiling"],
+              each(tuple(f"{r}_{n}" for r in REGIMES for n in GOAL_REACH_EVENTS_PER_DAY), (
+                  "goal_reach", "`{regime_@}`", "{events_per_day_@:,} ({window_rows_@:,})", "{auc_item_ctr_@:.3f}",
+                  "{auc_best_baseline_@:.3f} ({best_baseline_@})", "**{goal_auc_@:.3f}**",
+                  "{ceiling_appeal_auc_@:.3f}", "{ceiling_content_auc_@:.3f}", "{ceiling_auc_@:.3f}",
+                  "{goal_over_content_@:+.3f}", "{goal_over_ceiling_@:+.3f}")))
 EPOCHS = (["size", "epoch cap", "eval AUC, cap", "eval AUC, twice the cap", "best epoch (twice the cap)", "drop",
            "goal", "met?"],
           each(("demo", "large"), (
@@ -304,7 +312,8 @@ WARM_START = (["", "eval AUC", "log loss", "train wall", "preprocess wall", "bes
 BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZES, SCALE_STAGES, SCALE_FIT],
           "encoder": [ENCODER],
           "train": [TRAIN_SETUP, TRAIN_RATES, TRAIN_RATIOS], "serving": [SERVING, SERVING_BY_ID, SERVING_FOOTPRINT],
-          "quality": [QUALITY], "quality-regimes": [QUALITY_REGIMES], "epochs": [EPOCHS], "warm-start": [WARM_START]}
+          "quality": [QUALITY], "quality-regimes": [QUALITY_REGIMES], "goal-reach": [GOAL_REACH], "epochs": [EPOCHS],
+          "warm-start": [WARM_START]}
 
 
 def cell(figures: dict, spec: str | tuple) -> str:
