@@ -70,13 +70,14 @@ class Calibration(keras.layers.Layer):
         self.stack.assign(tf.zeros_like(self.stack))
 
 
-def _loss(x: np.ndarray, y: np.ndarray, w: np.ndarray, start: np.ndarray) -> float:
-    z = x @ w
+def _loss(x: np.ndarray, y: np.ndarray, w: np.ndarray, start: np.ndarray, offset: np.ndarray | float = 0.0) -> float:
+    z = x @ w + offset
     return float(np.mean(np.logaddexp(0, z) - y * z) + PULL * np.sum((w - start) ** 2) / (2 * len(y)))
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, start: np.ndarray, steps: int = 100) -> np.ndarray:
-    """Weights minimising the log loss of sigmoid(x @ w) on (x, y) plus an L2 pull towards `start`
+def fit_logistic(x: np.ndarray, y: np.ndarray, start: np.ndarray, steps: int = 100,
+                 offset: np.ndarray | float = 0.0) -> np.ndarray:
+    """Weights minimising the log loss of sigmoid(x @ w + offset) on (x, y) plus an L2 pull towards `start`
     (PULL: what one row weighs; it keeps the weights finite on a small or separable validation
     split and fades with more rows), never worse than `start` on these rows. Newton steps with
     backtracking (confident predictions make plain Newton overshoot), damped harder where the
@@ -84,21 +85,21 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, start: np.ndarray, steps: int = 1
     singular; the most damped step is a gradient step)."""
     start = np.asarray(start, np.float64)
     w, n, eye = start.copy(), len(y), np.eye(len(start))
-    loss = _loss(x, y, w, start)
+    loss = _loss(x, y, w, start, offset)
     for _ in range(steps):
-        q = 1 / (1 + np.exp(-x @ w))
+        q = 1 / (1 + np.exp(-(x @ w + offset)))
         hessian = x.T @ (x * (q * (1 - q))[:, None]) / n + PULL / n * eye
         gradient = x.T @ (q - y) / n + PULL / n * (w - start)
         for ridge in _RIDGES:
             step = np.linalg.solve(hessian + ridge * eye, gradient)
             shrink = 1.0
-            while shrink > 1e-4 and _loss(x, y, w - shrink * step, start) > loss:
+            while shrink > 1e-4 and _loss(x, y, w - shrink * step, start, offset) > loss:
                 shrink /= 2
             if shrink > 1e-4:
                 break
         else:
             break
-        w, new = w - shrink * step, _loss(x, y, w - shrink * step, start)
+        w, new = w - shrink * step, _loss(x, y, w - shrink * step, start, offset)
         if loss - new < 1e-10:
             break
         loss = new
@@ -118,11 +119,16 @@ def _design(probs: np.ndarray, evidence: np.ndarray | None) -> np.ndarray:
 def fit_platt(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None):
     """(a, b, blend weights) for the layer: Platt alone without `evidence` (blend zeros). `a`
     stays positive: the model's own ranking is never turned upside down, even by a model no
-    better than chance on the validation rows."""
-    x = _design(probs, evidence)
-    w = fit_logistic(x, np.asarray(labels, np.float64).ravel(), np.eye(x.shape[1])[0])
+    better than chance on the validation rows. Where the fit wants it below MIN_SLOPE, `a` is
+    held there and the other weights are fitted again around it (clamping `a` alone would leave
+    them fitted to a slope the layer does not apply)."""
+    x, y = _design(probs, evidence), np.asarray(labels, np.float64).ravel()
+    w = fit_logistic(x, y, np.eye(x.shape[1])[0])
+    if w[0] < MIN_SLOPE:
+        rest = fit_logistic(x[:, 1:], y, np.zeros(x.shape[1] - 1), offset=MIN_SLOPE * x[:, 0])
+        w = np.concatenate([[MIN_SLOPE], rest])
     stack = w[2:] if evidence is not None else np.zeros(len(STACK_TERMS))
-    return max(float(w[0]), MIN_SLOPE), float(w[1]), stack.astype(np.float32)
+    return float(w[0]), float(w[1]), stack.astype(np.float32)
 
 
 def held_out_evidence(shown: np.ndarray, clicks: np.ndarray, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:

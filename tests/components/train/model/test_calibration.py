@@ -9,7 +9,7 @@ import tensorflow as tf
 import tf_keras as keras
 from sklearn.metrics import log_loss, roc_auc_score
 
-from components.train.model.calibration import Calibration, calibrate, fit_platt, held_out_evidence
+from components.train.model.calibration import MIN_SLOPE, Calibration, calibrate, fit_platt, held_out_evidence
 from pipeline.contracts.popularity import evidence as item_evidence
 
 
@@ -97,6 +97,20 @@ def test_a_model_that_learned_nothing_gets_popularitys_ranking():
     assert fitted["stack_popularity"] > 0.1
     assert roc_auc_score(e_label, blended) > roc_auc_score(e_label, evidence[:, 0]) - 0.01
     assert log_loss(e_label, blended) < 0.7
+
+
+def test_a_model_ranked_upside_down_keeps_its_ranking_and_the_blend_is_fitted_around_it():
+    """The fit wants a negative slope on the model: the slope is held at its floor and the other
+    weights fitted for that slope, so the layer beats the base rate on the rows it was fitted on."""
+    shown, clicks, (v_item, v_label, v_p), _ = _item_world(seed=3)
+    upside_down = 1 - v_p
+    layer = _layer()
+    fitted = calibrate(layer, upside_down, v_label, item_evidence(shown, clicks)[v_item])
+    got = layer(upside_down.astype(np.float32)[:, None],
+                evidence=tf.constant(item_evidence(shown, clicks)[v_item])).numpy().ravel()
+    assert fitted["calibration_a"] == pytest.approx(MIN_SLOPE)
+    assert log_loss(v_label, got) < log_loss(v_label, np.full(len(v_label), v_label.mean()))
+    assert roc_auc_score(v_label, got) > 0.6                     # popularity's ranking, not the model's
 
 
 def test_the_layer_computes_what_was_fitted():
