@@ -8,10 +8,12 @@ in the serving directory, so it pays only where it adds what a cheaper change ca
 """
 from __future__ import annotations
 
+import argparse
 import itertools
 import logging
 import os
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
@@ -63,7 +65,9 @@ def ensembles(work: Path, regime: str, members: int = MEMBERS) -> dict[str, floa
             f"train_s_per_model_{regime}": statistics.median(train_s)}
 
 
-def main() -> dict:
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.ensemble", description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv or [])      # --help only: the run takes no options
     figures: dict = {"members": MEMBERS, "regimes": list(REGIMES)}
     with tempfile.TemporaryDirectory(prefix="bench-ensemble-") as tmp:
         for regime in REGIMES:
@@ -76,7 +80,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     status = 0
     try:
-        main()
+        main(sys.argv[1:])
     except Exception:  # noqa: BLE001 - reported, then the exit below (a tf.Transform process crashes at exit)
         log.exception("ensemble benchmark failed")
         status = 1

@@ -15,7 +15,9 @@ three sizes takes minutes, and the goal's position does not depend on the model.
 """
 from __future__ import annotations
 
+import argparse
 import logging
+import sys
 import tempfile
 from pathlib import Path
 
@@ -56,8 +58,10 @@ def reach(work: Path, regime: str, events_per_day: int) -> dict[str, float | int
     return figures
 
 
-def main() -> dict:
+def main(argv: list[str] | None = None) -> dict:
     """Every regime at every size of `GOAL_REACH_EVENTS_PER_DAY` (the doc's table has a row for each)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.goal_reach", description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv or [])      # --help only: the run takes no options
     figures: dict = {"goal_regimes": GOAL_REGIMES}
     with tempfile.TemporaryDirectory(prefix="bench-goal-reach-") as tmp:
         for regime in REGIMES:
@@ -69,4 +73,4 @@ def main() -> dict:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    main()
+    main(sys.argv[1:])
