@@ -80,3 +80,17 @@ class TreeRss:
 
 def _fmt(value: object) -> str:
     return f"{value:,.3f}" if isinstance(value, float) else str(value)
+
+
+def run_then_exit(main: Callable[[list[str]], object], name: str) -> None:
+    """`main(sys.argv[1:])`, then os._exit with its status: a process that ran a tf.Transform
+    Beam pipeline crashes at interpreter exit, which would turn a finished run into a failure."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    status = 0
+    try:
+        main(sys.argv[1:])
+    except Exception:  # noqa: BLE001 - reported, then the exit below
+        logging.getLogger(f"bench.{name}").exception("%s benchmark failed", name)
+        status = 1
+    logging.shutdown()
+    os._exit(status)

@@ -11,16 +11,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from bench.common import write_result
+from bench.common import run_then_exit, write_result
 from bench.quality import SIZES, prepared, seed_runs, train_and_evaluate
 from pipeline.datagen.regimes import REGIMES
 
@@ -77,12 +75,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    status = 0
-    try:
-        main(sys.argv[1:])
-    except Exception:  # noqa: BLE001 - reported, then the exit below (a tf.Transform process crashes at exit)
-        log.exception("ensemble benchmark failed")
-        status = 1
-    logging.shutdown()
-    os._exit(status)
+    run_then_exit(main, "ensemble")

@@ -24,14 +24,13 @@ import json
 import logging
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.baselines import baselines
 from bench.ceilings import request_ceilings
-from bench.common import RESULTS_DIR, write_result
+from bench.common import RESULTS_DIR, run_then_exit, write_result
 from pipeline.cli import parse_sets
 from pipeline.config import load_config
 from pipeline.datagen.regimes import REGIMES, day_key, regime_spec
@@ -281,12 +280,4 @@ def _merged(figures: dict, result: str = "quality") -> dict:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    status = 0
-    try:
-        main(sys.argv[1:])
-    except Exception:  # noqa: BLE001 - reported, then the exit below (a tf.Transform process crashes at exit)
-        log.exception("quality benchmark failed")
-        status = 1
-    logging.shutdown()
-    os._exit(status)
+    run_then_exit(main, "quality")
