@@ -116,7 +116,7 @@ def _design(probs: np.ndarray, evidence: np.ndarray | None) -> np.ndarray:
     return np.concatenate(columns, axis=1)
 
 
-def fit_platt(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None):
+def fit_last_layer(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None):
     """(a, b, blend weights) for the layer: Platt alone without `evidence` (blend zeros). `a`
     stays positive: the model's own ranking is never turned upside down, even by a model no
     better than chance on the validation rows. Where the fit wants it below MIN_SLOPE, `a` is
@@ -151,7 +151,7 @@ def calibrate(layer: Calibration, probs: np.ndarray, labels: np.ndarray,
     if len(np.unique(labels)) < 2:
         log.warning("calibration skipped: the validation split has one label class or no rows")
         return weights(layer)
-    a, b, stack = fit_platt(probs, labels, evidence)
+    a, b, stack = fit_last_layer(probs, labels, evidence)
     layer.a.assign(a)
     layer.b.assign(b)
     layer.stack.assign(stack)

@@ -9,7 +9,7 @@ import tensorflow as tf
 import tf_keras as keras
 from sklearn.metrics import log_loss, roc_auc_score
 
-from components.train.model.calibration import MIN_SLOPE, Calibration, calibrate, fit_platt, held_out_evidence
+from components.train.model.calibration import MIN_SLOPE, Calibration, calibrate, fit_last_layer, held_out_evidence
 from pipeline.contracts.popularity import evidence as item_evidence
 
 
@@ -26,15 +26,15 @@ def _layer():
     return layer
 
 
-def test_fit_platt_recovers_the_true_map_and_never_hurts():
+def test_platt_alone_recovers_the_true_map_and_never_hurts():
     probs, labels = _overconfident()
-    a, b, stack = fit_platt(probs, labels)
+    a, b, stack = fit_last_layer(probs, labels)
     assert abs(a - 0.5 / 3) < 0.03 and abs(b - (-1 + 0.5 / 6)) < 0.1 and not stack.any()
     calibrated = 1 / (1 + np.exp(-(a * np.log(probs / (1 - probs)) + b)))
     assert log_loss(labels, calibrated) < log_loss(labels, probs) - 0.05
     assert roc_auc_score(labels, calibrated) == roc_auc_score(labels, probs)
     perfect = np.where(labels == 1, 0.999999, 0.000001)          # separable: no overshoot
-    a2, _, _ = fit_platt(perfect, labels)
+    a2, _, _ = fit_last_layer(perfect, labels)
     assert np.isfinite(a2) and a2 > 0
 
 
