@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from bench.common import run_then_exit, write_result
-from bench.quality import SIZES, prepared, seed_runs, train_and_evaluate
+from bench.quality import SIZES, prepared, seed_runs, staged_and_trained
 from pipeline.datagen.regimes import REGIMES
 
 log = logging.getLogger("bench.ensemble")
@@ -51,7 +51,7 @@ def ensembles(work: Path, regime: str, members: int = MEMBERS) -> dict[str, floa
     size = {**SIZES["demo"], "generator.regime": regime}
     config, paths, _ = prepared(work, regime, size)
     runs = seed_runs(work, size, paths, members)
-    train_s = [train_and_evaluate(cfg, run)["train_s"] for cfg, run in runs]
+    train_s = [staged_and_trained(cfg, run)[1] for cfg, run in runs]     # scored below, all at once
     labels, logits = eval_logits(config, [run for _, run in runs])
     auc = lambda group: float(roc_auc_score(labels, np.mean([logits[i] for i in group], axis=0)))  # noqa: E731
     singles = [auc((i,)) for i in range(members)]

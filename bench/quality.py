@@ -56,13 +56,20 @@ def _share_preprocess(source: RunPaths, run: RunPaths) -> None:
         os.symlink(source.run_dir / sub, run.run_dir / sub)
 
 
-def train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
-    from components import evaluate, stage, train
+def staged_and_trained(config, paths: RunPaths):
+    """(TrainResult, training wall seconds) of the run, its shards staged first."""
+    from components import stage, train
 
     stage.run(config, paths)
     started = time.monotonic()
     result = train.run(config, paths)
-    seconds = time.monotonic() - started
+    return result, time.monotonic() - started
+
+
+def train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
+    from components import evaluate
+
+    result, seconds = staged_and_trained(config, paths)
     evaluate.run(config, paths)
     metrics = json.loads((paths.eval_dir / "metrics.json").read_text())["candidate"]
     return {"auc": metrics["auc"], "log_loss": metrics["log_loss"], "train_s": seconds,

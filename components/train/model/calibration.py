@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from pipeline.contracts import item_table as IT
 from pipeline.contracts.popularity import evidence as item_evidence
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ def held_out_evidence(shown: np.ndarray, clicks: np.ndarray, rows: np.ndarray, l
     """`evidence` for held-out rows (item-table rows and labels) from the window's counts by row
     without those rows: their own labels are not in it, as the eval day's are not."""
     size = len(shown)
-    rows = np.minimum(np.asarray(rows, np.int64).ravel(), size - 1)
+    rows = np.minimum(np.asarray(rows, np.int64).ravel(), IT.clip_row(size))     # as the export gathers
     labels = np.asarray(labels, np.float64).ravel()
     rest_shown = np.maximum(np.asarray(shown, np.float64) - np.bincount(rows, minlength=size), 0.0)
     rest_clicks = np.clip(np.asarray(clicks, np.float64) - np.bincount(rows, weights=labels, minlength=size),
