@@ -129,7 +129,7 @@ def resolve_run() -> dict:
     dag_run = ctx["dag_run"]
     resolve = _no_retry_if_permanent(orch.resolve_run)
     return resolve(dict(ctx["params"]), dag_run.logical_date, dag_run.run_after,
-                   dag_run.run_id, dag_run.data_interval_start).to_dict()
+                   dag_run.run_id, dag_run.data_interval_end).to_dict()
 
 
 @task(execution_timeout=dt.timedelta(minutes=20), inlets=[assets.raw_events(CONFIG), assets.raw_items(CONFIG)])
@@ -281,7 +281,6 @@ def recommender_nightly():
     spec = resolve_run()
     waited = WaitForData(task_id="wait_for_data", spec_task_id="resolve_run", retries=0,
                          wait_h=CONFIG.schedule.data_wait_h, poke_s=CONFIG.schedule.data_poke_s,
-                         timezone=CONFIG.schedule.timezone,
                          doc_md="Defers until the run's partitions have their _SUCCESS markers.")
     validated = validate(spec)
     spec >> waited >> validated

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.config import Config, load_config
-from pipeline.paths import RunPaths, parse_date
+from pipeline.paths import RunPaths, parse_date, safe_run_id
 from pipeline.results import StepResult
 
 
@@ -23,13 +23,28 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--overrides-json", default="{}", help='dotted-key overrides, e.g. {"train.workers": 4}')
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="one config override, e.g. --set train.workers=4 (YAML value; repeatable)")
+    parser.add_argument("--run-config-json", default="",
+                        help="the run's config as resolve_run fixed it (a pod's); the params file and "
+                             "environment are then only compared with it")
     parser.add_argument("--result-json", type=Path, help="also write the step's result here")
     return parser
 
 
+def _argument(parse):
+    """argparse's type for `parse`: its own message on a bad value, exit 2 before anything runs."""
+    def checked(value: str):
+        try:
+            return parse(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from err
+    return checked
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--date", required=True, type=parse_date, help="run date D (the eval day), YYYY-MM-DD")
-    parser.add_argument("--run-id", default="cli", help="run id (Airflow's run_id); keys the run's paths")
+    parser.add_argument("--date", required=True, type=_argument(parse_date),
+                        help="run date D (the eval day), YYYY-MM-DD")
+    parser.add_argument("--run-id", default="cli", type=_argument(safe_run_id),
+                        help="run id (Airflow's run_id; one path component); keys the run's paths")
     return add_config_arguments(parser)
 
 
@@ -65,6 +80,10 @@ def load_args_config(args: argparse.Namespace, extra_overrides: dict | None = No
     overrides = json.loads(args.overrides_json or "{}")
     overrides.update(parse_sets(args.set))
     overrides.update(extra_overrides or {})
+    if getattr(args, "run_config_json", ""):
+        from pipeline import run_config
+
+        return run_config.adopt(json.loads(args.run_config_json), "", overrides)
     return load_config(args.config, overrides=overrides)
 
 

@@ -6,8 +6,8 @@ coroutine (Airflow 3's idiom), and the task fails at the timeout naming every pa
 missing instead of failing later in validate. The rule of what "landed" means lives in
 `pipeline.contracts.inputs.unlanded_partitions`; this module only waits on it.
 
-How long: until `schedule.data_wait_h` hours after the data date ends (midnight in the
-schedule's timezone), not for a fixed time after the run starts. So the 02:00 nightly waits
+How long: until `schedule.data_wait_h` hours after the data date ends (midnight UTC: the
+partitions' days), not for a fixed time after the run starts. So the 02:00 nightly waits
 until, say, 08:00 for the day that just ended, while a backfill or a late run of a long-past
 date does not wait at all: its data is as complete as it will get (older data may predate the
 markers), and validate judges the files themselves.
@@ -19,7 +19,6 @@ import datetime as dt
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -36,11 +35,11 @@ def _unlanded(spec: dict) -> list[str]:
     return unlanded_partitions(paths)
 
 
-def landing_deadline(run_date: str, timezone: str, wait_h: float) -> dt.datetime:
-    """When a run stops waiting for its data: `wait_h` hours after the data date's midnight."""
-    day_end = dt.datetime.combine(dt.date.fromisoformat(run_date) + dt.timedelta(days=1), dt.time(),
-                                  ZoneInfo(timezone))
-    return (day_end + dt.timedelta(hours=wait_h)).astimezone(dt.UTC)
+def landing_deadline(run_date: str, wait_h: float) -> dt.datetime:
+    """When a run stops waiting for its data: `wait_h` hours after the data date's partition
+    closes (midnight UTC: partitions are UTC days whatever the schedule's zone)."""
+    day_end = dt.datetime.combine(dt.date.fromisoformat(run_date) + dt.timedelta(days=1), dt.time(), dt.UTC)
+    return day_end + dt.timedelta(hours=wait_h)
 
 
 class DataLandedTrigger(BaseTrigger):
@@ -72,9 +71,9 @@ class WaitForData(BaseOperator):
     """Returns at once when the run's partitions are marked landed, else defers until they are;
     at the timeout it fails (no retry: a retry would only wait again) naming what is missing."""
 
-    def __init__(self, *, spec_task_id: str, wait_h: float, poke_s: float, timezone: str, **kwargs):
+    def __init__(self, *, spec_task_id: str, wait_h: float, poke_s: float, **kwargs):
         super().__init__(**kwargs)
-        self.spec_task_id, self.wait_h, self.poke_s, self.timezone = spec_task_id, wait_h, poke_s, timezone
+        self.spec_task_id, self.wait_h, self.poke_s = spec_task_id, wait_h, poke_s
 
     def execute(self, context) -> None:
         spec = context["ti"].xcom_pull(task_ids=self.spec_task_id)
@@ -82,7 +81,7 @@ class WaitForData(BaseOperator):
         if not waiting:
             log.info("data date %s: every partition landed", spec["run_date"])
             return
-        deadline = landing_deadline(spec["run_date"], self.timezone, self.wait_h)
+        deadline = landing_deadline(spec["run_date"], self.wait_h)
         left = (deadline - dt.datetime.now(dt.UTC)).total_seconds()
         if left <= 0:
             log.warning("not waiting: the landing deadline %s has passed; validate checks the files. Unmarked: %s",

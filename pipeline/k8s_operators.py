@@ -2,8 +2,8 @@
 
 Every step that imports TensorFlow or Beam (preprocess, train, evaluate, push) is a pod: the
 Airflow image has the `[airflow]` extra only. The pods run the same CLIs as local runs
-(`python -m components.<step>`) from the worker image,
-with the run's data date and form overrides templated in from the `resolve_run` XCom, and hand
+(`python -m components.<step>`) from the worker image, with the run's data date, its config
+(fixed by resolve_run) and form overrides templated in from the `resolve_run` XCom, and hand
 their typed result back through the XCom sidecar (`--result-json /airflow/xcom/return.json`).
 The provider is imported only when this backend is selected: it costs seconds at parse time.
 """
@@ -15,12 +15,13 @@ from pipeline.config import Config
 
 RUN_DATE = "{{ ti.xcom_pull(task_ids='resolve_run')['run_date'] }}"
 OVERRIDES = "{{ ti.xcom_pull(task_ids='resolve_run')['overrides'] | tojson }}"
+RUN_CONFIG = "{{ ti.xcom_pull(task_ids='resolve_run')['config'] | tojson }}"   # pipeline/run_config.py
 XCOM_RESULT = "/airflow/xcom/return.json"
 
 
 def step_arguments(extra: tuple[str, ...] | list[str] = (), overrides: str = OVERRIDES) -> list[str]:
-    return ["--date", RUN_DATE, "--run-id", "{{ run_id }}", "--overrides-json", overrides,
-            "--result-json", XCOM_RESULT, *extra]
+    return ["--date", RUN_DATE, "--run-id", "{{ run_id }}", "--run-config-json", RUN_CONFIG,
+            "--overrides-json", overrides, "--result-json", XCOM_RESULT, *extra]
 
 
 def step_env(config: Config) -> dict[str, str]:

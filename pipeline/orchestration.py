@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
+from pipeline import run_config
 from pipeline.config import Config, ConfigError, load_config
 from pipeline.contracts import trend
-from pipeline.paths import RunPaths, parse_date
+from pipeline.paths import RunPaths, parse_date, safe_run_id
 from pipeline.results import EvalResult, PreprocessResult, PushResult, StepResult, TrainResult
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,8 @@ class RunSpec(StepResult):
     skip_push: bool = False
     force_push: bool = False
     force_reason: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)   # the run's effective config (resolve_run)
+    config_digest: str = ""
 
     def config_overrides(self) -> dict[str, Any]:
         """The form's overrides plus the forced push, as a step's config sees them."""
@@ -68,7 +70,12 @@ class RunSpec(StepResult):
         return {**self.overrides, **force}
 
     def load(self) -> tuple[Config, RunPaths]:
-        config = load_config(overrides=self.config_overrides())
+        """The run's config: the one resolve_run fixed (whatever this worker's params file and
+        environment say; a difference is logged), else (a spec built by hand) this process's."""
+        if self.config:
+            config = run_config.adopt(self.config, self.config_digest, self.config_overrides())
+        else:
+            config = load_config(overrides=self.config_overrides())
         return config, RunPaths.for_run(config, self.run_date, self.run_id)
 
 
@@ -76,53 +83,62 @@ RUN_PARAMS = frozenset({"run_date", "skip_push", "force_push", "force_reason", *
 
 
 def data_date(params: dict, logical_date: dt.datetime | None, run_after: dt.datetime | None,
-              data_interval_start: dt.datetime | None = None, timezone: str = "UTC") -> dt.date:
-    """The data date D of a run: the run-date param, else the day its data interval starts on
-    (in the schedule's timezone), else the logical date, else the day before run_after.
+              data_interval_end: dt.datetime | None = None) -> dt.date:
+    """The data date D of a run: the run-date param, else the last UTC day complete when its data
+    interval ends, else the UTC day of the logical date, else the UTC day before run_after.
 
-    A scheduled run for the interval [D 02:00, D+1 02:00) starts at D+1 02:00: it trains on the
-    days before D and evaluates on D, complete by then. For a manual run (the UI form pre-fills
-    Logical Date = now, `airflow dags test DAG <time>`, a REST trigger) Airflow infers the data
-    interval from the timetable: the last complete interval before that time, so a run
-    triggered at 06:09 on 12-01 gets D = 11-30, the same D as the scheduled run at 02:00 on
-    12-01 (never a half-written today).
+    Partitions are UTC days (`ds=D` holds D 00:00-24:00 UTC), whatever `schedule.timezone` the
+    cron runs in, so "complete" is judged in UTC: the 02:00 UTC nightly run of 12-01 takes
+    D = 11-30, and so does a run triggered at 06:09 on 12-01 (for a manual run Airflow infers the
+    last complete interval before that time: never a half-written today). A schedule east of UTC
+    (02:00 in Tokyo is 17:00 UTC the day before) takes the UTC day before that: its own day is
+    still being written.
     """
     if params.get("run_date"):
         try:
             return parse_date(params["run_date"])
         except ValueError as err:
             raise ParamError(f"param 'run_date': {err}") from err
-    if data_interval_start is not None:
-        return data_interval_start.astimezone(ZoneInfo(timezone)).date()
+    if data_interval_end is not None:
+        return last_complete_day(data_interval_end)
     if logical_date is not None:
-        return logical_date.date()
+        return logical_date.astimezone(dt.UTC).date()
     if run_after is not None:
-        return (run_after - dt.timedelta(days=1)).date()
+        return last_complete_day(run_after)
     raise ParamError("param 'run_date': no run date, data interval, logical date or run_after to derive it from")
 
 
-def _refuse_incomplete_day(run_date: dt.date, params: dict, logical_date, run_after, timezone: str) -> None:
-    """A run_date that has not ended yet (in the schedule's zone, when the run was triggered)
-    would wait, holding its run slot, for data that cannot have landed: refuse it now, naming the
-    last day that can run. Yesterday is complete even before the nightly run's hour: its data may
-    still be landing, which the data-landed wait is for."""
+def last_complete_day(when: dt.datetime) -> dt.date:
+    """The last UTC day (a partition) that has ended at `when`."""
+    return when.astimezone(dt.UTC).date() - dt.timedelta(days=1)
+
+
+def _refuse_incomplete_day(run_date: dt.date, params: dict, logical_date, run_after) -> None:
+    """A run_date that has not ended yet (in UTC, the partitions' days, when the run was
+    triggered) would wait, holding its run slot, for data that cannot have landed: refuse it now,
+    naming the last day that can run. Yesterday is complete even before the nightly run's hour:
+    its data may still be landing, which the data-landed wait is for."""
     triggered = run_after or logical_date
     if not params.get("run_date") or triggered is None:
         return
-    last = triggered.astimezone(ZoneInfo(timezone)).date() - dt.timedelta(days=1)
+    last = last_complete_day(triggered)
     if run_date > last:
         raise ParamError(f"param 'run_date': {run_date} is not a complete day yet; the last complete day "
                          f"is {last} (run_date {last} or earlier)")
 
 
-def resolve_run(params: dict, logical_date, run_after, run_id: str, data_interval_start=None) -> RunSpec:
-    """Check the form's params and turn them into a RunSpec, before any work is done."""
+def resolve_run(params: dict, logical_date, run_after, run_id: str, data_interval_end=None) -> RunSpec:
+    """Check the form's params and turn them into a RunSpec, before any work is done; the spec
+    carries the run's effective config, which every task of the run then uses."""
     unknown = sorted(set(params) - RUN_PARAMS)
     if unknown:
         raise ParamError(f"unknown param(s) {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(RUN_PARAMS))}")
-    timezone = load_config().schedule.timezone
-    run_date = data_date(params, logical_date, run_after, data_interval_start, timezone)
-    _refuse_incomplete_day(run_date, params, logical_date, run_after, timezone)
+    try:
+        safe_run_id(run_id)
+    except ValueError as err:
+        raise ParamError(f"run id: {err}") from err
+    run_date = data_date(params, logical_date, run_after, data_interval_end)
+    _refuse_incomplete_day(run_date, params, logical_date, run_after)
     if params.get("force_push") and not (params.get("force_reason") or "").strip():
         raise ParamError("param 'force_reason': required when force_push is true")
     if params.get("force_push") and params.get("skip_push"):
@@ -137,8 +153,10 @@ def resolve_run(params: dict, logical_date, run_after, run_id: str, data_interva
                 raise ParamError(f"param {name!r}: {err}") from err
     spec = RunSpec(run_date.isoformat(), run_id, overrides, bool(params.get("skip_push")),
                    bool(params.get("force_push")), params.get("force_reason"))
-    spec.load()  # the whole config must load with these overrides
-    log.info("run %s: data date %s, overrides %s", run_id, spec.run_date, overrides or "none")
+    config = load_config(overrides=spec.config_overrides())  # the whole config must load with these overrides
+    spec = dataclasses.replace(spec, config=config.to_dict(), config_digest=run_config.digest(config))
+    log.info("run %s: data date %s, overrides %s, config %s", run_id, spec.run_date, overrides or "none",
+             spec.config_digest)
     return spec
 
 
@@ -151,6 +169,8 @@ def _run_component(spec: RunSpec, step: str) -> dict:
     module = importlib.import_module(f"components.{step}")
     config, paths = spec.load()
     with storage.mirrored(config, paths):
+        if spec.config:
+            run_config.write(paths.run_dir, config, spec.config_digest)
         start = time.perf_counter()
         result = module.run(config, paths)
         seconds = time.perf_counter() - start

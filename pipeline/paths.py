@@ -15,23 +15,36 @@ from pathlib import Path
 from pipeline.config import Config
 
 _RUN_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_SEPARATORS = ("/", "\\", "\0")
+_ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def safe_run_id(run_id: str) -> str:
-    """Airflow run ids hold ':' and '+', which some filesystems and URIs dislike."""
+    """The run id as one safe path component: Airflow's ':' and '+' (which some filesystems and
+    URIs dislike) become '_'. An id that is not one component is refused, never cleaned: `.`
+    made a run's folders collapse onto its date's (stage then replaced every staged run of that
+    date), `..` onto the parent; a leading dot is how temp and lock files are named."""
+    if any(sep in run_id for sep in _SEPARATORS):
+        raise ValueError(f"run id {run_id!r} holds a path separator")
     cleaned = _RUN_ID_UNSAFE.sub("_", run_id).strip("_")
     if not cleaned:
         raise ValueError(f"run id {run_id!r} has no usable characters")
+    if cleaned.startswith("."):
+        raise ValueError(f"run id {run_id!r} starts with '.': not a run folder name")
     return cleaned
 
 
 def parse_date(value: str | dt.date) -> dt.date:
+    """A date object, or exactly YYYY-MM-DD (`2026-11-05xyz` is refused, not cut to 10 characters)."""
     if isinstance(value, dt.datetime):
         return value.date()
     if isinstance(value, dt.date):
         return value
+    text = str(value)
     try:
-        return dt.date.fromisoformat(str(value)[:10])
+        if not _ISO_DAY.fullmatch(text):
+            raise ValueError(text)
+        return dt.date.fromisoformat(text)
     except ValueError as err:
         raise ValueError(f"run date {value!r} is not YYYY-MM-DD") from err
 

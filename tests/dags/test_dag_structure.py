@@ -102,26 +102,58 @@ def test_resolve_run_refuses_bad_params_naming_them(params, message):
 def test_a_run_date_after_the_last_complete_day_is_refused_naming_that_day():
     """Triggered on 12-04 at 06:09: the last complete interval starts 12-03; 12-10 would wait a
     week for its data, holding the run slot."""
-    start, after = pendulum.datetime(2026, 12, 3, 2, tz="UTC"), pendulum.datetime(2026, 12, 4, 6, 9, tz="UTC")
+    end, after = pendulum.datetime(2026, 12, 4, 2, tz="UTC"), pendulum.datetime(2026, 12, 4, 6, 9, tz="UTC")
     with pytest.raises(orch.ParamError, match=r"param 'run_date': 2026-12-10 is not a complete day yet; "
                                               r"the last complete day is 2026-12-03"):
-        orch.resolve_run({"run_date": "2026-12-10"}, after, after, "manual__x", start)
+        orch.resolve_run({"run_date": "2026-12-10"}, after, after, "manual__x", end)
     with pytest.raises(orch.ParamError, match="2026-12-04 is not a complete day"):
-        orch.resolve_run({"run_date": "2026-12-04"}, after, after, "manual__x", start)
+        orch.resolve_run({"run_date": "2026-12-04"}, after, after, "manual__x", end)
     for day in ("2026-12-03", "2026-11-01"):          # the last complete day, and a backfill
-        assert orch.resolve_run({"run_date": day}, after, after, "manual__x", start).run_date == day
+        assert orch.resolve_run({"run_date": day}, after, after, "manual__x", end).run_date == day
+
+
+@pytest.mark.parametrize("run_id", [".", "..", "a/b", "../x", "", ":", ".hidden"])
+def test_a_run_id_that_is_not_one_path_component_is_refused(run_id):
+    """`.` collapsed a run's folders onto its date's: stage then replaced every staged run of that
+    date (Airflow accepts the run id `.`)."""
+    with pytest.raises(orch.ParamError, match="run id"):
+        orch.resolve_run({"run_date": "2026-11-01"}, None, pendulum.datetime(2026, 11, 9, tz="UTC"), run_id)
 
 
 def test_data_date_falls_back_from_param_to_data_interval_to_logical_date_to_run_after():
     logical, after = pendulum.datetime(2026, 11, 4, 2, tz="UTC"), pendulum.datetime(2026, 11, 9, 12, tz="UTC")
-    start = pendulum.datetime(2026, 11, 3, 2, tz="UTC")
-    assert orch.data_date({"run_date": "2026-11-01"}, logical, after, start) == dt.date(2026, 11, 1)
-    assert orch.data_date({"run_date": None}, logical, after, start) == dt.date(2026, 11, 3)
+    end = pendulum.datetime(2026, 11, 4, 2, tz="UTC")
+    assert orch.data_date({"run_date": "2026-11-01"}, logical, after, end) == dt.date(2026, 11, 1)
+    assert orch.data_date({"run_date": None}, logical, after, end) == dt.date(2026, 11, 3)
     assert orch.data_date({"run_date": None}, logical, after) == dt.date(2026, 11, 4)
     assert orch.data_date({}, None, after) == dt.date(2026, 11, 8)
-    # The interval starts at 02:00 in the schedule's zone: 01:00 UTC on 11-03 is 11-03 in Berlin.
-    berlin = pendulum.datetime(2026, 11, 3, 2, tz="Europe/Berlin")
-    assert orch.data_date({}, None, None, berlin.in_tz("UTC"), "Europe/Berlin") == dt.date(2026, 11, 3)
+
+
+@pytest.mark.parametrize(("zone", "interval_end", "day"), [
+    # 02:00 local. Tokyo's 02:00 on 11-04 is 17:00 UTC on 11-03: UTC day 11-03 is still being written.
+    ("Asia/Tokyo", pendulum.datetime(2026, 11, 4, 2, tz="Asia/Tokyo"), dt.date(2026, 11, 2)),
+    ("Pacific/Auckland", pendulum.datetime(2026, 11, 4, 2, tz="Pacific/Auckland"), dt.date(2026, 11, 2)),
+    # New York leaves DST on 11-01: 02:00 EDT is 06:00 UTC on 10-31, 02:00 EST 07:00 UTC on 11-02.
+    ("America/New_York", pendulum.datetime(2026, 10, 31, 2, tz="America/New_York"), dt.date(2026, 10, 30)),
+    ("America/New_York", pendulum.datetime(2026, 11, 2, 2, tz="America/New_York"), dt.date(2026, 11, 1)),
+])
+def test_the_data_date_and_its_deadline_follow_the_partitions_utc_days_in_any_zone(zone, interval_end, day):
+    """Partitions are UTC days: a run takes the last UTC day complete when its interval ends, and
+    waits for it until `data_wait_h` after that UTC day closes (Tokyo's local midnight was 15:00
+    UTC, before the partition closed)."""
+    from airflow.timetables.interval import CronDataIntervalTimetable as SchedulerTimetable
+
+    from pipeline.data_landed import landing_deadline
+
+    timetable = SchedulerTimetable("0 2 * * *", zone)
+    interval = timetable.infer_manual_data_interval(run_after=interval_end.add(hours=1))
+    assert interval.end == interval_end
+    assert orch.data_date({}, interval.start, interval.end, interval.end) == day
+    assert orch.last_complete_day(interval.end) == day
+    closes = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.UTC)
+    assert landing_deadline(day.isoformat(), 8) == closes + dt.timedelta(hours=8)
+    with pytest.raises(orch.ParamError, match="not a complete day"):   # triggered then: UTC day D+1 is open
+        orch.resolve_run({"run_date": (day + dt.timedelta(days=1)).isoformat()}, None, interval.end, "m", None)
 
 
 def test_manual_run_now_gets_the_last_complete_interval_like_the_scheduled_run(nightly):
@@ -133,12 +165,12 @@ def test_manual_run_now_gets_the_last_complete_interval_like_the_scheduled_run(n
     timetable = SchedulerTimetable(nightly.timetable.expression, nightly.timetable.timezone)
     triggered = pendulum.datetime(2026, 12, 1, 6, 9, tz="UTC")
     interval = timetable.infer_manual_data_interval(run_after=triggered)
-    assert orch.data_date({}, triggered, triggered, interval.start) == dt.date(2026, 11, 30)
+    assert orch.data_date({}, triggered, triggered, interval.end) == dt.date(2026, 11, 30)
     last = DataInterval(pendulum.datetime(2026, 11, 29, 2, tz="UTC"), pendulum.datetime(2026, 11, 30, 2, tz="UTC"))
     scheduled = timetable.next_dagrun_info(last_automated_data_interval=last, restriction=_unrestricted())
     assert scheduled.run_after == pendulum.datetime(2026, 12, 1, 2, tz="UTC")
     assert orch.data_date({}, scheduled.logical_date, scheduled.run_after,
-                          scheduled.data_interval.start) == dt.date(2026, 11, 30)
+                          scheduled.data_interval.end) == dt.date(2026, 11, 30)
 
 
 def test_the_dag_params_are_the_ones_resolve_run_accepts(nightly):

@@ -88,3 +88,33 @@ def test_a_step_cli_mirrors_to_the_artifact_store_like_a_dag_task(tmp_path):
     assert main(argv) == 0
     listing = storage.listing(f"{store}/runs/{RUN_DATE.isoformat()}/pod/validation") or {}
     assert "report.json" in listing
+
+
+def _tree(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_a_run_id_or_date_that_is_not_exact_is_refused_by_the_cli_touching_nothing(tmp_path):
+    """`--run-id .` made stage's staged dir the date folder and replaced every staged run of the
+    date; `--date 2026-11-05xyz` ran as 11-05. Both are refused before anything is read."""
+    import pytest
+
+    params = tmp_path / "params.yaml"
+    params.write_text(f"data:\n  raw_root: {tmp_path}/raw\n  artifact_root: {tmp_path}/art\n"
+                      f"  staging_root: {tmp_path}/ssd\n")
+    sibling = tmp_path / "ssd" / "2026-11-05" / "scheduled__x"
+    sibling.mkdir(parents=True)
+    (sibling / "manifest.json").write_text("{}")
+    before = _tree(tmp_path)
+    for flag, value, message in [("--run-id", ".", "starts with '.'"), ("--run-id", "..", "starts with '.'"),
+                                 ("--run-id", "a/b", "path separator"), ("--date", "2026-11-05xyz", "YYYY-MM-DD"),
+                                 ("--date", "2026-11-051", "YYYY-MM-DD")]:
+        argv = {"--date": "2026-11-05", "--run-id": "cli", flag: value}
+        done = subprocess.run([sys.executable, "-m", "components.stage", "--config", str(params),
+                               *[x for kv in argv.items() for x in kv]], capture_output=True, text=True)
+        assert done.returncode == 2, (flag, value, done.stderr[-300:])
+        assert message in done.stderr, (flag, value, done.stderr[-300:])
+        assert "Traceback" not in done.stderr
+    assert _tree(tmp_path) == before
+    with pytest.raises(SystemExit):
+        parse(["--date", "2026-11-05", "--run-id", "."])

@@ -99,7 +99,7 @@ def test_trigger_times_out_naming_the_missing_partitions_and_the_task_fails(tmp_
     event = asyncio.run(_first_event(DataLandedTrigger(spec_for(tmp_path, 1), 0.05, deadline)))
     assert event == {"status": "timeout",
                      "waiting": ["events ds=2026-11-03", "events ds=2026-11-04", "items ds=2026-11-04"]}
-    op = WaitForData(task_id="wait", spec_task_id="resolve_run", wait_h=8, poke_s=0.05, timezone="UTC")
+    op = WaitForData(task_id="wait", spec_task_id="resolve_run", wait_h=8, poke_s=0.05)
     with pytest.raises(AirflowFailException, match="no _SUCCESS marker for events ds=2026-11-03, events ds=2026-11-04"):
         op.execute_complete({}, event)
 
@@ -117,12 +117,12 @@ def test_a_recent_day_defers_and_a_long_past_one_is_left_to_validate(tmp_path, c
 
     from pipeline.data_landed import WaitForData, landing_deadline
 
-    assert landing_deadline("2026-11-04", "Europe/Berlin", 8).isoformat() == "2026-11-05T07:00:00+00:00"
-    op = WaitForData(task_id="wait", spec_task_id="resolve_run", wait_h=8, poke_s=60, timezone="UTC")
+    assert landing_deadline("2026-11-04", 8).isoformat() == "2026-11-05T08:00:00+00:00"
+    op = WaitForData(task_id="wait", spec_task_id="resolve_run", wait_h=8, poke_s=60)
     today = dt.datetime.now(dt.UTC).date()
     with pytest.raises(TaskDeferred) as deferred:
         op.execute({"ti": _TI(spec_for(tmp_path, 1, today))})
-    assert deferred.value.trigger.deadline == landing_deadline(today.isoformat(), "UTC", 8).isoformat()
+    assert deferred.value.trigger.deadline == landing_deadline(today.isoformat(), 8).isoformat()
     assert deferred.value.method_name == "execute_complete"
     with caplog.at_level("WARNING"):
         assert op.execute({"ti": _TI(spec_for(tmp_path, 1))}) is None       # 2026-11-04: long past
