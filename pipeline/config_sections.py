@@ -47,6 +47,7 @@ class ValidateConfig:
     max_duplicate_fraction: float = 0.01   # of a day's rows repeating an earlier event_id
     max_misdated_fraction: float = 0.01    # of a day's rows with event_ts outside its day or a wrong hour
     max_eval_overlap: float = 0.01         # of the eval day's event ids also in the training window
+    max_catalog_drop: float = 0.3          # items snapshot's distinct ids lost vs the snapshot before
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class PreprocessConfig:
     shard_multiple: int = 4
     compression: str = ""                # "" or "GZIP"; uncompressed reads much faster (docs/benchmarks.md)
     staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
+    staging_pin_h: float = 24.0          # a staged run is kept until trained, or this long (contracts/staged.py)
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ class EvalConfig:
     seed: int = 0
     batch_size: int = 1024           # rows per scoring call through the serving signature
     trend_nights: int = 14           # nights in the report's quality trend (pipeline/contracts/trend.py)
+    min_rows: int = 200              # fewer usable eval-day rows: refused, not judged (validate: raw rows)
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,16 @@ def run_stage(spec: RunSpec) -> dict:
 
 
 def run_train(spec: RunSpec) -> dict:
-    return _run_component(spec, "train")
+    """Train; a staged copy that is gone (a retry days later) or fails verification (a flipped
+    bit on the SSD) is staged again first, so the retry can succeed."""
+    from components.train import StagedDataError
+
+    try:
+        return _run_component(spec, "train")
+    except StagedDataError as err:
+        log.warning("train: %s: staging again, then training", err)
+        _run_component(spec, "stage")
+        return _run_component(spec, "train")
 
 
 def run_evaluate(spec: RunSpec) -> dict:

@@ -11,7 +11,7 @@ from pipeline.config import Config
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.contracts import staged
-from pipeline.fsutil import disk_full_named, publish_dir, remove_stale_temps, require_free, sha256_file, temp_sibling
+from pipeline.fsutil import disk_full_named, publish_dir, remove_stale_temps, require_free, temp_sibling
 from pipeline.paths import RunPaths
 from pipeline.results import StageResult
 
@@ -46,42 +46,41 @@ def copy_verified(src: Path, dst: Path, size: int, sha256: str) -> None:
 
 def verify_staged(staged_dir: Path) -> list[str]:
     """Problems of a staged dir vs its own manifest: missing files, sizes, checksums ([] = ok)."""
-    try:
-        manifest = M.read(staged_dir)
-    except FileNotFoundError:
-        return [f"{staged_dir}: no manifest.json"]
-    problems = []
-    for shard in manifest.get("staged", []):
-        path = Path(staged_dir) / shard["name"]
-        if not path.exists():
-            problems.append(f"{path}: missing")
-        elif path.stat().st_size != shard["bytes"]:
-            problems.append(f"{path}: {path.stat().st_size} bytes, manifest says {shard['bytes']}")
-        elif sha256_file(path) != shard["sha256"]:
-            problems.append(f"{path}: sha256 mismatch")
-    return problems
+    return staged.problems(staged_dir)
 
 
 def _retention(paths: RunPaths, keep: int) -> list[str]:
     """Keep the newest `keep` staged runs (ds/run_id dirs) under staging_root, current included;
-    a run a gang still reads (staged.reading) stays too."""
+    a run pinned until trained, or that a gang still reads, stays too."""
     runs = staged.staged_runs(paths.staging_root)[::-1]
     current = paths.staged_dir.resolve()
     keepers = {current, *[d.resolve() for d in runs[:keep]]}
-    return [str(d) for d in runs if d.resolve() not in keepers and staged.remove_unless_in_use(d)]
+    return [str(d) for d in runs if d.resolve() not in keepers and staged.remove_unless_held(d)]
 
 
 def _make_room(paths: RunPaths, need: int) -> list[str]:
-    """Before copying: delete the oldest staged runs (never the current one, never one in use)
-    until `need` bytes fit, so the SSD needs room for `staging_keep_runs` runs, not one more."""
+    """Before copying: delete the oldest staged runs (never the current one, a pinned one or one
+    in use) until `need` bytes fit, so the SSD needs room for `staging_keep_runs` runs, not one more."""
     removed = []
     for run_dir in staged.staged_runs(paths.staging_root):
         if shutil.disk_usage(paths.staging_root).free >= need:
             break
-        if run_dir.resolve() != paths.staged_dir.resolve() and staged.remove_unless_in_use(run_dir):
+        if run_dir.resolve() != paths.staged_dir.resolve() and staged.remove_unless_held(run_dir):
             log.warning("stage: removed staged run %s to make room for %s", run_dir, paths.run_id)
             removed.append(str(run_dir))
     return removed
+
+
+def _held_runs(paths: RunPaths) -> str:
+    """The staged runs that stay whatever tonight needs (pinned until trained), for the one line
+    that says the SSD cannot hold tonight's run beside them."""
+    held = [d for d in staged.staged_runs(paths.staging_root)
+            if d.resolve() != paths.staged_dir.resolve() and staged.is_pinned(d)]
+    if not held:
+        return ""
+    names = ", ".join(f"{d.parent.name}/{d.name}" for d in held)
+    return (f" beside {len(held)} run(s) pinned until trained ({names}; a pin ends when that run's train "
+            f"succeeds or after preprocess.staging_pin_h)")
 
 
 def run(config: Config, paths: RunPaths, worker: int | None = None,
@@ -102,19 +101,21 @@ def run(config: Config, paths: RunPaths, worker: int | None = None,
         problems = verify_staged(final)
         if not problems and M.read(final).get("staged") == wanted:
             log.info("stage: %s already staged and verified", final)
+            staged.pin(final, config.preprocess.staging_pin_h)
             return _result(final, wanted, _retention(paths, config.preprocess.staging_keep_runs))
         log.warning("stage: replacing invalid staged dir %s: %s", final, problems[:3])
     what = f"staging {len(wanted)} files of run {paths.run_id}"
     need = sum(s["bytes"] for s in wanted)
     made_room = _make_room(paths, need)
     final.parent.mkdir(parents=True, exist_ok=True)     # the date folder may have gone with its last run
-    require_free(final.parent, need, what)
+    require_free(final.parent, need, what + _held_runs(paths))
     tmp = temp_sibling(final)
     try:
         with disk_full_named(final.parent, what):
             for shard in wanted:
                 copy_verified(source / shard["name"], tmp / shard["name"], shard["bytes"], shard["sha256"])
             (tmp / M.MANIFEST).write_text(json.dumps(staged_manifest, indent=2, sort_keys=True))
+            staged.pin(tmp, config.preprocess.staging_pin_h)
             publish_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

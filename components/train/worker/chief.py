@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 import shutil
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,8 @@ from components.train.worker.input import Split, item_content, make_dataset, rea
 from pipeline.config import Config
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
+from pipeline.contracts import manifest as M
+from pipeline.contracts import staged
 from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
@@ -54,8 +57,17 @@ class Trained:
     mixed_precision: bool
 
 
+def _check_item_table(table: Path) -> None:
+    """The export builds the served item content from this file: it must still be what stage
+    verified (train checked it before the gang started; training can take hours)."""
+    if (table.parent / M.MANIFEST).is_file() and (found := staged.problems(table.parent, (table.name,))):
+        raise RuntimeError(f"not exported: {found[0]}; the staged copy changed during training (train's "
+                           f"retry re-stages it)")
+
+
 def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResult:
     """Evaluate, export (atomically), write the model card and result; drop the backup."""
+    _check_item_table(t.eval_split.item_table)
     serving_model = local_copy(t.model, config, t.vocab)
     if config.train.export:
         module = export.serving_module(serving_model, t.eval_split.item_table, paths.transform_dir, config.model)

@@ -99,7 +99,11 @@ def test_missing_manifest_is_an_incomplete_output(config, source):
 
 
 def test_retention_keeps_the_newest_runs(config, source):
+    from pipeline.contracts import staged
+
     keep = config.preprocess.staging_keep_runs
+    for earlier in staged.staged_runs(config.data.staging_root):     # this module's: trained by now
+        staged.unpin(earlier)
     old = []
     for i in range(keep + 2):
         stale = config.data.staging_root / f"2026-10-{10 + i:02d}" / "old-run"
@@ -111,7 +115,7 @@ def test_retention_keeps_the_newest_runs(config, source):
     result = run(config, paths)
     survivors = [d for d in config.data.staging_root.glob("*/*") if d.is_dir()]
     assert paths.staged_dir in survivors and len(survivors) <= keep
-    assert all(str(p) in result.removed_runs for p in old)
+    assert all(str(p) in result.removed_runs for p in old[:len(old) - keep + 1])   # alone, old[-1] is 2nd newest
     assert not old[0].parent.exists()                           # empty date folders go too
 
 
@@ -175,6 +179,7 @@ def test_an_ssd_that_holds_keep_runs_makes_room_before_copying_but_never_from_a_
         cfg = config.with_overrides({"data.staging_root": str(disk), "preprocess.staging_keep_runs": 1})
         yesterday = _clone_run(cfg, source, "yesterday")
         run(cfg, yesterday)
+        staged.unpin(yesterday.staged_dir)                    # its train succeeded
         tonight = _clone_run(cfg, source, "tonight")
         result = run(cfg, tonight)
         assert result.removed_runs == [str(yesterday.staged_dir)] and not yesterday.staged_dir.exists()
@@ -191,3 +196,49 @@ def test_an_ssd_that_holds_keep_runs_makes_room_before_copying_but_never_from_a_
         (line,) = [x for x in done.stderr.splitlines() if "needs" in x]
         assert f"{disk}/{RUN_DATE}: staging" in line and "free space there and retry" in line
         assert verify_staged(tonight.staged_dir) == [] and not later.staged_dir.exists()
+
+
+def test_a_run_waiting_to_train_is_kept_until_its_train_ends_or_its_pin_expires(config, source):
+    """A backfill stages four dates before the one training slot reaches them: with
+    staging_keep_runs 1 the later stages removed the earlier runs' copies (their train, and
+    every retry, then failed). A pinned run stays; once trained (unpinned) retention takes it."""
+    from pipeline.contracts import staged
+
+    cfg = config.with_overrides({"preprocess.staging_keep_runs": 1})
+    for d in staged.staged_runs(cfg.data.staging_root):
+        shutil.rmtree(d)
+    waiting = [_clone_run(cfg, source, f"backfill-{i}") for i in range(3)]
+    for paths in waiting:
+        assert run(cfg, paths).removed_runs == []
+    assert all(verify_staged(p.staged_dir) == [] and staged.is_pinned(p.staged_dir) for p in waiting)
+    staged.unpin(waiting[1].staged_dir)                                   # trained
+    (waiting[0].staged_dir / staged.PIN).write_text('{"until": 0}')       # pin expired (failed run)
+    tonight = _clone_run(cfg, source, "backfill-3")
+    assert sorted(run(cfg, tonight).removed_runs) == sorted([str(waiting[0].staged_dir), str(waiting[1].staged_dir)])
+    assert waiting[2].staged_dir.exists() and tonight.staged_dir.exists()
+
+
+def test_an_ssd_that_cannot_hold_tonight_beside_the_pinned_runs_says_so_in_one_line(config, source, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    from pipeline.config import PROJECT_ROOT
+    from tests.small_disk import small_disk
+
+    need = _staged_bytes(source)
+    with small_disk(tmp_path / "ssd", need + need // 2) as disk:
+        cfg = config.with_overrides({"data.staging_root": str(disk), "preprocess.staging_keep_runs": 1})
+        waiting = _clone_run(cfg, source, "waiting")
+        run(cfg, waiting)                                     # staged, not trained yet
+        _clone_run(cfg, source, "tonight")
+        params = tmp_path / "params.yaml"
+        params.write_text(yaml.safe_dump(cfg.to_dict()))
+        done = subprocess.run([sys.executable, "-m", "components.stage", "--config", str(params),
+                               "--date", RUN_DATE.isoformat(), "--run-id", "tonight"],
+                              cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        (line,) = [x for x in done.stderr.splitlines() if "needs" in x]
+        assert f"beside 1 run(s) pinned until trained ({RUN_DATE}/waiting;" in line
+        assert verify_staged(waiting.staged_dir) == []
