@@ -34,6 +34,8 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.gpus_per_worker": (lambda v: v >= 0, "an int >= 0"),
     "schedule.max_active_runs": (lambda v: v >= 1, "an int >= 1"),
     "eval.trend_nights": (lambda v: v >= 1, "an int >= 1"),
+    "eval.min_rows": (lambda v: v >= 0, "an int >= 0 (0 = no floor)"),
+    "preprocess.staging_pin_h": (lambda v: v > 0, "hours > 0"),
     "schedule.heavy_pool_slots": (lambda v: v >= 1, "an int >= 1"),
     "train.threads_per_worker": (lambda v: v >= 0, "an int >= 0 (0 = automatic)"),
     "train.readers": (lambda v: v >= 1, "an int >= 1"),
@@ -46,7 +48,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "execution.k8s_flavor": (lambda v: v in ("tfjob", "indexed-job"), "'tfjob' or 'indexed-job'"),
     "preprocess.max_rejected_fraction": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     **{f"validate.{key}": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
-       for key in ("max_duplicate_fraction", "max_misdated_fraction", "max_eval_overlap")},
+       for key in ("max_duplicate_fraction", "max_misdated_fraction", "max_eval_overlap", "max_catalog_drop")},
     "preprocess.compression": (lambda v: v in ("", "GZIP"), "'' or 'GZIP'"),
     "preprocess.readers_per_worker": (lambda v: v >= 1, "an int >= 1"),
     "preprocess.shard_multiple": (lambda v: v >= 1, "an int >= 1"),

@@ -196,7 +196,7 @@ def run_stage(spec: RunSpec) -> dict:
 def run_train(spec: RunSpec) -> dict:
     """Train; a staged copy that is gone (a retry days later) or fails verification (a flipped
     bit on the SSD) is staged again first, so the retry can succeed."""
-    from components.train import StagedDataError
+    from pipeline.contracts.staged import StagedDataError
 
     try:
         return _run_component(spec, "train")
@@ -240,6 +240,8 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
     from pipeline.contracts import serving
 
     _, paths = spec.load()
+    validation = paths.validation_dir / "report.json"
+    validated = json.loads(validation.read_text()) if validation.exists() else {}
     pre = PreprocessResult.from_dict(results["preprocess"]) if results.get("preprocess") else None
     train = TrainResult.from_dict(results["train"]) if results.get("train") else None
     ev = EvalResult.from_dict(results["evaluate"]) if results.get("evaluate") else None
@@ -250,6 +252,8 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
         "train_examples": pre.train_examples if pre else None,
         "eval_examples": pre.eval_examples if pre else None,
         "rejected_rows": pre.rejected if pre else None,
+        "items_snapshot": validated.get("items_snapshot"),
+        "items_fallback": validated.get("items_fallback"),   # validate's warning: D had no items snapshot
         "candidate_auc": ev.candidate_auc if ev else None,
         "baseline_auc": ev.baseline_auc if ev else None,
         "baseline_version": ev.baseline_version if ev else None,

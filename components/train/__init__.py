@@ -12,6 +12,7 @@ Four rooms, each with one job (tests/test_imports.py enforces who may import who
 - `gang/`: the local backend: worker spec, launcher, heartbeats;
 - `k8s/`: the Kubernetes backend: manifests, submission and supervision, API client.
 """
-from components.train.run import StagedDataError, run
+from components.train.run import run
+from pipeline.contracts.staged import StagedDataError
 
 __all__ = ["StagedDataError", "run"]

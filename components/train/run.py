@@ -15,10 +15,6 @@ from pipeline.results import TrainResult
 log = logging.getLogger(__name__)
 
 
-class StagedDataError(RuntimeError):
-    """The staged copy is missing or is not what stage verified: the DAG's train re-stages it."""
-
-
 def verified_staged_dir(paths: RunPaths, data_dir: Path | None) -> Path:
     """The staged copy training will read, checked against its manifest's sizes and sha256 first:
     a bit flipped on the SSD is found here, not trained on and exported (or buried in a worker's
@@ -27,11 +23,11 @@ def verified_staged_dir(paths: RunPaths, data_dir: Path | None) -> Path:
     if data_dir is not None and "staged" not in _manifest(folder):
         return folder
     if not folder.is_dir():
-        raise StagedDataError(f"no staged copy of run {paths.run_id} at {folder}; {_restage(paths)}")
+        raise staged.StagedDataError(f"no staged copy of run {paths.run_id} at {folder}; {_restage(paths)}")
     found = staged.problems(folder) if (folder / M.MANIFEST).is_file() else []   # a bare listing: as is
     if found:
         more = f" and {len(found) - 1} more" if len(found) > 1 else ""
-        raise StagedDataError(f"staged copy {folder} fails verification: {found[0]}{more}; {_restage(paths)}")
+        raise staged.StagedDataError(f"staged copy {folder} fails verification: {found[0]}{more}; {_restage(paths)}")
     return folder
 
 

@@ -30,6 +30,10 @@ IN_USE = ".in-use.lock"
 PIN = ".pinned-until-trained"
 
 
+class StagedDataError(RuntimeError):
+    """The staged copy is missing or is not what stage verified: the DAG's train re-stages it."""
+
+
 @contextlib.contextmanager
 def reading(staged_dir: Path) -> Iterator[None]:
     """Hold the run's shared lock while a worker reads its shards."""

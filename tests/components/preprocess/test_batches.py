@@ -60,7 +60,7 @@ def test_validate_events_rejects_and_truncates():
     assert {r["event_id"]: r["reason"] for r in rejected} == {
         "e1": "empty_title", "e2": "unknown_item", "e3": "null_label", None: "null_event_id"}
     assert counts == {"empty_title": 1, "unknown_item": 1, "null_label": 1, "null_event_id": 1,
-                      rows.TRUNCATED: 1}
+                      rows.TRUNCATED: 1, "history_unknown_item": 1, "unknown_platform": 1}
     histories = np.split(batch.hist_values, batch.hist_offsets[1:-1])
     assert histories[0].tolist() == list(range(11, 61))       # the most recent 50 of 60
     assert histories[1].tolist() == [1, 0, 2]                 # 0s stay: the graph drops padding
