@@ -81,7 +81,7 @@ def validate_events(table: pa.Table, split: str, catalog: rows.Catalog, day: dt.
                        offsets, values, *context_columns(checked.table, keep))
     bad = np.flatnonzero(~good)
     counts = {r: int(c) for r, c in zip(*np.unique(checked.reasons[bad], return_counts=True))}
-    counts[rows.TRUNCATED] = int(checked.truncated[keep].sum())
+    counts.update(checked.note_counts(keep))       # kept rows' notes: history_truncated, ... (rows.KEPT_NOTES)
     rejected = [{"table": "events", "split": split, "event_id": checked.event_ids[i],
                  "item_id": int(checked.item_ids[i]), "label": int(checked.labels[i]),
                  "reason": checked.reasons[i]} for i in bad.tolist()]

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.contracts.rows import EVENT_REASONS, ITEM_REASONS, TRUNCATED, rejected_fraction_problem
+from pipeline.contracts.rows import EVENT_REASONS, ITEM_REASONS, KEPT_NOTES, rejected_fraction_problem
 
 
 def row_report(counts: dict[str, int], max_fraction: float) -> dict[str, Any]:
-    """Counts per split and reason; a problem per split whose rejected fraction is too high.
+    """Counts per split and reason (rejected rows; and the kept rows' notes, rows.KEPT_NOTES); a
+    problem per split whose rejected fraction is too high.
 
     The threshold applies to each split on its own: a clean training window must not hide a
     broken eval day (or the reverse) by averaging.
@@ -19,7 +20,8 @@ def row_report(counts: dict[str, int], max_fraction: float) -> dict[str, Any]:
         rejected = {r: counts[f"{split}:{r}"] for r in reasons if counts.get(f"{split}:{r}")}
         fraction = sum(rejected.values()) / rows if rows else 0.0
         splits[split] = {"rows": rows, "kept": counts.get(f"{split}:kept", 0), "rejected": rejected,
-                         "rejected_fraction": fraction, TRUNCATED: counts.get(f"{split}:{TRUNCATED}", 0)}
+                         "rejected_fraction": fraction,
+                         **{note: counts.get(f"{split}:{note}", 0) for note in KEPT_NOTES}}
         for reason, n in rejected.items():
             total[reason] = total.get(reason, 0) + n
         problem = rejected_fraction_problem(split, rows, rejected, max_fraction)

@@ -2,12 +2,17 @@
 
 It checks that the training-window and eval-day events partitions and an items snapshot exist
 (listing every missing date), that every file's schema matches the raw contract
-(`pipeline/contracts/raw.py`), and compares each day's row count and label rate with the previous
-day's (from `paths.validation_history_dir`). Whole-partition rules fail a day early: repeated
-event ids, rows dated outside their day, label values other than 0/1 (above their bounds), an
-eval day that overlaps the training window, a day whose event ids equal another day's (its
-digest is recorded in the report and the history). Row-level rejects (NaN images, unknown
-items, ...) happen inside the Beam preprocess step, which adds its counts to the same folder.
+(`pipeline/contracts/raw.py`), that its text columns hold UTF-8, and compares each day's row
+count and label rate with the previous day's (from `paths.validation_history_dir`).
+Whole-partition rules fail a day early: repeated event ids, rows dated outside their day, label
+values other than 0/1 (above their bounds), an eval day that overlaps the training window or has
+fewer rows than `eval.min_rows`, a day whose event ids equal another day's (its digest is
+recorded in the report and the history). The items snapshot as a whole: a partition marked
+complete without a Parquet file fails, a catalog that shrank by more than
+`validate.max_catalog_drop` from the snapshot before fails naming both sizes, and a run that
+reads an earlier snapshot than its own day's says so in the report (`items_fallback` and a
+warning). Row-level rejects (NaN images, unknown items, ...) happen inside the Beam preprocess
+step, which adds its counts to the same folder.
 
 Report: `paths.validation_dir/report.json`; per-date stats history:
 `paths.validation_history_dir/ds=YYYY-MM-DD.json` (written only when validation passes, so a
@@ -19,10 +24,18 @@ import datetime as dt
 import json
 import logging
 
-from components.validate.checks import day_problems, day_stats, drift, item_stats
+from components.validate.checks import (
+    catalog_drop,
+    day_problems,
+    day_stats,
+    drift,
+    fallback_warning,
+    item_stats,
+    marked_without_data,
+)
 from pipeline.config import Config
 from pipeline.contracts import event_ids
-from pipeline.contracts.inputs import ValidationError, check_inputs
+from pipeline.contracts.inputs import ValidationError, check_inputs, latest_items_snapshot
 from pipeline.fsutil import write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import ValidateResult
@@ -72,18 +85,31 @@ def run(config: Config, paths: RunPaths) -> ValidateResult:
     try:
         inputs = check_inputs(paths)
     except ValidationError as err:
+        snapshot = latest_items_snapshot(paths.raw_root, paths.eval_date)
+        problems = [*err.problems, *marked_without_data(paths.raw_root, snapshot, paths.eval_date, snapshot)]
         write_json_atomic(report_path, {"run_date": paths.ds, "run_id": paths.run_id, "passed": False,
-                                        "warnings": [], "problems": err.problems})
-        raise
-    items = item_stats(inputs.items)
-    problems = []
+                                        "warnings": [], "problems": problems})
+        raise ValidationError(problems) from err
+    problems = marked_without_data(paths.raw_root, inputs.items_date, paths.eval_date, inputs.items_date)
+    fallback = fallback_warning(inputs.items_date, paths.eval_date)
+    items, text_problems = item_stats(inputs)
+    problems += text_problems
     if items["distinct_ids"] != items["items"]:
         problems.append(f"items partition ds={inputs.items_date}: {items['items'] - items['distinct_ids']} "
                         f"duplicate item_id rows")
+    items["previous"], catalog_warnings, catalog_problems = catalog_drop(
+        paths.raw_root, inputs.items_date, items["distinct_ids"], config.validate.max_catalog_drop)
+    problems += catalog_problems
     read = {day: day_stats(day, files, inputs) for day, files in sorted(inputs.event_files.items())}
-    stats = {day: s for day, (s, _) in read.items()}
+    stats = {day: s for day, (s, _, _) in read.items()}
+    problems += [p for _, _, day_text in read.values() for p in day_text]
     problems += [f"events partition ds={d}: no rows" for d, s in stats.items() if s["rows"] == 0]
+    eval_rows = stats[paths.eval_date]["rows"]
+    if 0 < eval_rows < config.eval.min_rows:
+        problems.append(f"eval day ds={paths.eval_date}: {eval_rows} rows, below eval.min_rows={config.eval.min_rows}: "
+                        f"too few to judge a model (evaluate would refuse it after training)")
     warnings, failures, drifts = _drift_checks(config, paths, stats)
+    warnings = [*([fallback] if fallback else []), *catalog_warnings, *warnings]
     problems += failures
     for day, day_stat in stats.items():
         day_warnings, day_failures = day_problems(day, day_stat, config.validate,
@@ -94,7 +120,7 @@ def run(config: Config, paths: RunPaths) -> ValidateResult:
                                            config.validate.max_eval_overlap, event_ids.earlier_digests(paths))
     report = {
         "run_date": paths.ds, "run_id": paths.run_id, "passed": not problems,
-        "items_snapshot": str(inputs.items_date), "items": items,
+        "items_snapshot": str(inputs.items_date), "items_fallback": fallback, "items": items,
         "days": {str(d): s for d, s in stats.items()}, "drift": drifts,
         "warnings": warnings, "problems": problems,
     }

@@ -10,6 +10,10 @@ images), so
 they are accepted everywhere raw data is read; `normalize` casts them to one canonical type
 before any row rule runs. What differs logically (a float label, a naive timestamp, a string
 id) is still refused, naming table, partition, file and column.
+
+A string column is text: bytes that are not UTF-8 in it (a Latin-1 export, a truncated
+multi-byte character) pass the footer's schema, but every text function (and Beam's Arrow
+reader) fails on them. `not_utf8` finds them, so validate names partition, file, column and row.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.contracts import features as F
+
+NOT_UTF8_EXAMPLE_BYTES = 40          # of the first bad value, in the problem
 
 _UTC_NAMES = {"utc", "+00:00", "etc/utc", "z", "gmt", "etc/gmt", "zulu"}
 
@@ -38,6 +44,8 @@ ITEM_TYPES: dict[str, pa.DataType] = {
     F.IMAGE: pa.list_(pa.float32()),
 }
 TABLE_TYPES = {"events": EVENT_TYPES, "items": ITEM_TYPES}
+TEXT_COLUMNS = {table: tuple(c for c, t in types.items() if t.equals(pa.string()))
+                for table, types in TABLE_TYPES.items()}
 
 
 def _logical(typ: pa.DataType) -> pa.DataType:
@@ -108,3 +116,47 @@ def normalize(data: pa.Table | pa.RecordBatch, table: str) -> pa.Table:
         safe = not pa.types.is_timestamp(want)
         data = data.set_column(i, name, pc.cast(column, want, safe=safe))
     return data
+
+
+def not_utf8(column: pa.ChunkedArray | pa.Array) -> tuple[int, int, bytes]:
+    """(count, first row, first value) of the values of a string column (any accepted encoding)
+    that are not valid UTF-8; (0, -1, b"") when all are. Arrow's full validation finds them
+    (C++, one pass); only a chunk that fails it is walked value by value."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    count, first, example, start = 0, -1, b"", 0
+    for chunk in chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid:
+            values = chunk.dictionary_decode() if pa.types.is_dictionary(chunk.type) else chunk
+            for i, value in enumerate(pc.cast(values, pa.large_binary()).to_pylist()):
+                if value is None or _is_utf8(value):
+                    continue
+                if count == 0:
+                    first, example = start + i, value
+                count += 1
+        start += len(chunk)
+    return count, first, example
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def text_problems(table_name: str, where: str, data: pa.Table) -> list[str]:
+    """One problem per string column of `data` (one file of `table_name`) holding bytes that are
+    not UTF-8, naming `where` (partition and file), the column and the first bad row."""
+    problems = []
+    for name in TEXT_COLUMNS[table_name]:
+        if name not in data.column_names:
+            continue
+        count, first, example = not_utf8(data.column(name))
+        if count:
+            problems.append(f"{where}: column {name!r} holds {count} values that are not UTF-8 text (first at "
+                            f"row {first}: {example[:NOT_UTF8_EXAMPLE_BYTES]!r}): every reader after validate "
+                            f"would fail on them; re-export the file as UTF-8")
+    return problems

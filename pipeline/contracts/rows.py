@@ -11,16 +11,24 @@ is right is unknown), `image_wrong_length` (not IMAGE_DIM floats, or null), `ima
 the first copy is kept), `null_label`, `label_not_binary`, `invalid_user_id` (null or < 1),
 `event_ts_outside_partition` (null, or not within the partition's UTC day: an upstream time-zone
 bug or a late file), `hour_mismatch` (`hour_of_day` is not the UTC hour of `event_ts`),
-`unknown_item` (not in the snapshot), else the reason of their item. docs/data.md lists them.
+`null_history_id` (a null inside the history the model reads: what the user did there is
+unknown, and it must not become the padding id mid-sequence), `unknown_item` (not in the
+snapshot), else the reason of their item. docs/data.md lists them.
 
-Histories longer than MAX_HISTORY are NOT rejected: they keep their most recent MAX_HISTORY
-ids and are counted as `history_truncated`. The model reads only the most recent ids anyway,
-and dropping those rows would bias both training and the gate against the most active users.
+Counted but KEPT (`KEPT_NOTES`, per split next to the rejected counts): histories longer than
+MAX_HISTORY keep their most recent MAX_HISTORY ids (`history_truncated`): the model reads only
+the most recent ids anyway, and dropping those rows would bias both training and the gate
+against the most active users. A history that holds an id no catalog row has
+(`history_unknown_item`: an item delisted since, or an id from elsewhere) is what the user did;
+the model reads that id as an unknown item. A `platform` value other than ios/android/web
+(`unknown_platform`, after the ASCII lower-casing and trimming the transform applies) is read as
+"platform unknown", like a null one; the row's item and label are sound. Null values
+(platform, hour) are context left out and not counted.
 """
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -31,12 +39,16 @@ from pipeline.contracts import raw
 
 ITEM_REASONS = ("null_item_id", "duplicate_item_id", "image_wrong_length", "image_not_finite", "empty_title")
 EVENT_REASONS = ("null_event_id", "duplicate_event_id", "null_label", "label_not_binary", "invalid_user_id",
-                 "event_ts_outside_partition", "hour_mismatch", "unknown_item")
+                 "event_ts_outside_partition", "hour_mismatch", "null_history_id", "unknown_item")
 TRUNCATED = "history_truncated"
+HISTORY_UNKNOWN_ITEM = "history_unknown_item"
+UNKNOWN_PLATFORM = "unknown_platform"
+KEPT_NOTES = (TRUNCATED, HISTORY_UNKNOWN_ITEM, UNKNOWN_PLATFORM)    # counted on kept rows, never rejected
 ITEM_COLUMNS = (F.ITEM_ID, F.TITLE, F.IMAGE)                    # what the item rules read
-EVENT_COLUMNS = (F.EVENT_ID, F.EVENT_TS, F.USER_ID, F.ITEM_ID, F.HISTORY, F.HOUR, F.LABEL)  # the event rules'
-# What preprocess and evaluate read of an event: the rules' columns and the model's event features.
-MODEL_EVENT_COLUMNS = (*EVENT_COLUMNS, F.PLATFORM)
+EVENT_COLUMNS = (F.EVENT_ID, F.EVENT_TS, F.USER_ID, F.ITEM_ID, F.HISTORY, F.HOUR, F.LABEL,
+                 F.PLATFORM)                                    # the event rules'
+# What preprocess and evaluate read of an event: the rules' columns, which are the model's event features.
+MODEL_EVENT_COLUMNS = EVENT_COLUMNS
 _DAY_US = 86_400_000_000
 _HOUR_US = 3_600_000_000
 
@@ -148,6 +160,10 @@ class Catalog:
         order = np.argsort(items.ids[~ok], kind="stable")
         return cls(np.sort(items.ids[ok]), items.ids[~ok][order], items.reasons[~ok][order])
 
+    def holds(self, item_ids: np.ndarray) -> np.ndarray:
+        """Per id: does the snapshot have a row of it (usable or rejected)?"""
+        return find_sorted(item_ids, self.good)[0] | find_sorted(item_ids, self.bad)[0]
+
     def event_reasons(self, item_ids: np.ndarray) -> np.ndarray:
         """'' for a usable item, its item's reason for a rejected one, else `unknown_item`."""
         known, _ = find_sorted(item_ids, self.good)
@@ -170,6 +186,11 @@ class CheckedEvents:
     hist_values: np.ndarray      # int64
     truncated: np.ndarray        # bool [n]
     table: pa.Table              # the normalized table, for the columns the rules do not read
+    notes: dict[str, np.ndarray] = field(default_factory=dict)   # KEPT_NOTES -> bool [n]
+
+    def note_counts(self, rows_: np.ndarray) -> dict[str, int]:
+        """How many of `rows_` (the kept ones) carry each of KEPT_NOTES."""
+        return {note: int(self.notes[note][rows_].sum()) for note in KEPT_NOTES}
 
 
 def time_masks(table: pa.Table, day: dt.date) -> dict[str, np.ndarray]:
@@ -184,6 +205,21 @@ def time_masks(table: pa.Table, day: dt.date) -> dict[str, np.ndarray]:
     return {"event_ts_outside_partition": outside, "hour_mismatch": mismatch}
 
 
+def unknown_platform_mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Rows whose `platform` is given (not null, not blank) but is none of F.PLATFORMS as the
+    transform reads it (ASCII lower-cased, whitespace trimmed: " iOS" is ios)."""
+    read = pc.ascii_lower(pc.ascii_trim_whitespace(column))
+    given = pc.fill_null(pc.not_equal(read, ""), False)
+    known = pc.is_in(read, value_set=pa.array(F.PLATFORMS, pa.string()))
+    return pc.and_(given, pc.invert(known)).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _rows_with(offsets: np.ndarray, element: np.ndarray) -> np.ndarray:
+    """Per list: does any of its elements carry the flag `element` (bool, one per value)?"""
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    return np.bincount(owner[element], minlength=len(offsets) - 1) > 0
+
+
 def check_events(table: pa.Table, catalog: Catalog, day: dt.date, repeats: np.ndarray) -> CheckedEvents:
     """The reasons of every row of one events partition's batch: `day` is the partition's date,
     `repeats` flags the rows repeating an earlier event id (event_ids.repeat_mask)."""
@@ -193,6 +229,14 @@ def check_events(table: pa.Table, catalog: Catalog, day: dt.date, repeats: np.nd
     labels_col = table.column(F.LABEL)
     labels = pc.fill_null(labels_col, 0).to_numpy().astype(np.int64)
     users = pc.fill_null(table.column(F.USER_ID), 0).to_numpy().astype(np.int64)
+    # The history as the model reads it (its most recent MAX_HISTORY ids); its nulls are tracked
+    # beside it, so a null is a reason, never an id.
+    raw_offsets, flat = list_parts(table.column(F.HISTORY))
+    hist = pc.fill_null(flat, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    null = flat.is_null().to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets, hist, truncated = keep_recent(raw_offsets, hist, F.MAX_HISTORY)
+    _, null, _ = keep_recent(raw_offsets, null, F.MAX_HISTORY)
+    null = null.astype(bool)
     reasons = first_reason({
         "null_event_id": event_ids.is_null().to_numpy(zero_copy_only=False),
         "duplicate_event_id": np.asarray(repeats, dtype=bool),
@@ -200,13 +244,14 @@ def check_events(table: pa.Table, catalog: Catalog, day: dt.date, repeats: np.nd
         "label_not_binary": (labels != 0) & (labels != 1),
         "invalid_user_id": users < 1,
         **time_masks(table, day),
+        "null_history_id": _rows_with(offsets, null),
     }, table.num_rows)
     reasons = np.where(reasons == "", catalog.event_reasons(items), reasons)
-    offsets, flat = list_parts(table.column(F.HISTORY))
-    hist = pc.fill_null(flat, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets, hist, truncated = keep_recent(offsets, hist, F.MAX_HISTORY)
+    notes = {TRUNCATED: truncated,
+             HISTORY_UNKNOWN_ITEM: _rows_with(offsets, ~null & (hist != 0) & ~catalog.holds(hist)),
+             UNKNOWN_PLATFORM: unknown_platform_mask(table.column(F.PLATFORM))}
     return CheckedEvents(np.asarray(event_ids.to_pylist(), dtype=object), items, labels, reasons,
-                         offsets, hist, truncated, table)
+                         offsets, hist, truncated, table, notes)
 
 
 def rejected_fraction_problem(split: str, rows: int, rejected: dict[str, int], max_fraction: float) -> str | None:

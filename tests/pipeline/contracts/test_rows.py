@@ -105,3 +105,69 @@ def test_generated_malformed_day_same_population_in_preprocess_and_evaluate(tmp_
     eval_kept, eval_rejected, eval_truncated = _evaluate_view(config, DAY)
     assert eval_kept == kept                   # same event ids, same (truncated) histories
     assert eval_rejected == _reason_counts(rejected) and eval_truncated == truncated
+
+
+def _history_day(raw_root) -> None:
+    """Histories and platforms a broken export writes: a null inside a history, ids no catalog
+    holds, platform values the model does not know (items 1-3 usable, 4 rejected)."""
+    good = np.ones(F.IMAGE_DIM, dtype=np.float32).tolist()
+    items = pa.table({
+        F.ITEM_ID: pa.array([1, 2, 3, 4], pa.int64()), F.TITLE: pa.array(["Red shoe", "Blue hat", "Cap", " "]),
+        F.CATEGORY: pa.array(["a"] * 4), F.PRICE: pa.array([1.0] * 4),
+        F.IMAGE: pa.array([good] * 4, pa.list_(pa.float32())),
+    })
+    at = dt.datetime(2026, 11, 2, 3, tzinfo=dt.UTC)
+    histories = [
+        [1, None, 2],                   # h0: a null mid-sequence: rejected, never the padding id
+        [1, 777],                       # h1: 777 is in no catalog: kept, counted
+        [1],                            # h2: platform "tv": kept (platform unknown), counted
+        [2],                            # h3: " Android" is android as the model reads it
+        [3],                            # h4: null platform: context left out, like a null hour
+        [None, 100, *([1] * 50)],     # h5: the null and the unknown id are in the cut (oldest) part
+        [3, 0, 1],                      # h6: 0 means "no item" (padding), not an unknown id
+        [4, 2],                         # h7: 4 is in the catalog (rejected there): not unknown
+        None,                           # h8: no history at all
+    ]
+    n = len(histories)
+    events = pa.table({
+        F.EVENT_ID: pa.array([f"h{i}" for i in range(n)]),
+        F.EVENT_TS: pa.array([at] * n, pa.timestamp("us", tz="UTC")),
+        F.USER_ID: pa.array(range(1, n + 1), pa.int64()),
+        F.ITEM_ID: pa.array([1] * n, pa.int64()),
+        F.HISTORY: pa.array(histories, pa.list_(pa.int64())),
+        F.PLATFORM: pa.array(["web", "ios", "tv", " Android", None, "web", "web", "ios", "android"]),
+        F.HOUR: pa.array([3] * n, pa.int32()),
+        F.LABEL: pa.array([0, 1] * (n // 2) + [0] * (n % 2), pa.int64()),
+    })
+    for folder, table, name in ((items_partition(raw_root, DAY), items, "items.parquet"),
+                                (events_partition(raw_root, DAY), events, "part-0.parquet")):
+        folder.mkdir(parents=True)
+        pq.write_table(table, folder / name)
+
+
+def test_history_nulls_unknown_history_ids_and_platforms_are_counted_alike(tmp_path):
+    from components.preprocess.report import row_report
+
+    config = make_tiny_config(tmp_path)
+    _history_day(config.data.raw_root)
+    items = pq.read_table(items_partition(config.data.raw_root, DAY), columns=list(rows.ITEM_COLUMNS))
+    good, bad_ids, bad_reasons = B.validate_items(items)
+    catalog = rows.Catalog.merge([rows.Catalog(np.sort(good.item_ids), bad_ids, bad_reasons)])
+    events = pq.read_table(events_partition(config.data.raw_root, DAY), columns=list(rows.MODEL_EVENT_COLUMNS))
+    batch, counts, rejected = B.validate_events(events, "eval", catalog, DAY, np.zeros(events.num_rows, bool))
+    assert [(r["event_id"], r["reason"]) for r in rejected] == [("h0", "null_history_id")]
+    assert counts == {"null_history_id": 1, "history_truncated": 1, "history_unknown_item": 1,
+                      "unknown_platform": 1}
+    histories = dict(zip(batch.event_ids.tolist(), np.split(batch.hist_values, batch.hist_offsets[1:-1])))
+    assert histories["h1"].tolist() == [1, 777] and histories["h6"].tolist() == [3, 0, 1]
+    assert histories["h5"].tolist() == [1] * 50                            # the most recent 50
+    assert batch.platforms.tolist()[1:4] == [b"tv", b" Android", b""]   # kept as written: the graph maps them
+    report = row_report({f"eval:{k}": v for k, v in {**counts, "rows": 9, "kept": 8}.items()}, 0.5)
+    assert report["splits"]["eval"]["rejected"] == {"null_history_id": 1}
+    assert {k: report["splits"]["eval"][k] for k in ("history_truncated", "history_unknown_item",
+                                                     "unknown_platform")} == \
+        {"history_truncated": 1, "history_unknown_item": 1, "unknown_platform": 1}
+    # evaluate applies the same rules to the same rows: it judges what preprocess trains on
+    eval_kept, eval_rejected, eval_truncated = _evaluate_view(config, DAY)
+    assert eval_rejected == {"null_history_id": 1} and eval_truncated == 1
+    assert eval_kept == {e: h.tolist() for e, h in histories.items()}
