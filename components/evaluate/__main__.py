@@ -33,11 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     from components.evaluate.run import EvalError
     from components.evaluate.scoring import ScoringError
     from pipeline.contracts.inputs import ValidationError
+    from pipeline.contracts.serving import ServingDirError
 
     try:
         result = run_mirrored(run, *load_run(args))
     except Exception as err:
-        line = refusal(err, (EvalError, EvalDataError, ScoringError, ValidationError))
+        line = refusal(err, (EvalError, EvalDataError, ScoringError, ValidationError, ServingDirError))
         if line is None:
             raise
         logging.getLogger("components.evaluate").error("evaluate refused: %s", line)

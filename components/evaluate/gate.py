@@ -35,10 +35,18 @@ class Verdict:
 
 def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] | None,
            baseline_version: int | None, auc_diff: dict[str, Any] | None = None,
-           popularity: dict[str, Any] | None = None) -> Verdict:
+           popularity: dict[str, Any] | None = None, lost: list[int] | tuple[int, ...] = ()) -> Verdict:
     """`auc_diff`: the paired user-bootstrap interval of candidate - baseline AUC, if computed;
-    `popularity`: the metrics of the training window's item popularity on the same rows."""
+    `popularity`: the metrics of the training window's item popularity on the same rows;
+    `lost`: versions the serving history records as published that are no longer on disk. With no
+    baseline they mean a lost (or replaced) serving volume, not a first model: something served,
+    the candidate cannot be compared with it, so absolute thresholds alone do not bless."""
     v = Verdict(blessed=False)
+    if baseline is None and lost:
+        v.reasons.append(f"no served version on disk, but the serving history records version(s) {_versions(lost)} "
+                         "that are gone (a lost or replaced serving volume): the candidate cannot be compared "
+                         "with what served, and absolute thresholds alone do not bless it; restore the "
+                         "versions, or force the push with a reason")
     if all(x is None for x in (cfg.min_auc, cfg.max_log_loss, cfg.max_auc_drop, cfg.min_lift_over_baseline)):
         v.reasons.append(f"{NO_THRESHOLDS} (eval.min_auc, eval.max_log_loss, eval.max_auc_drop and "
                          "eval.min_lift_over_baseline are all null): refusing to bless")
@@ -55,12 +63,14 @@ def decide(cfg: EvalConfig, candidate: dict[str, Any], baseline: dict[str, Any] 
     if cfg.min_lift_over_baseline is not None:
         _lift(v, cfg.min_lift_over_baseline, auc, (popularity or {}).get("auc"))
     if cfg.max_auc_drop is not None:
-        if baseline is None:
+        if baseline is None and lost:
+            pass                    # the reason above says why there is none
+        elif baseline is None:
             v.notes.append("no baseline (no model is served yet): eval.max_auc_drop not applied, "
                            "absolute thresholds only")
         else:
             _relative(v, cfg, auc, baseline["auc"], baseline_version, auc_diff)
-    elif baseline is None:
+    elif baseline is None and not lost:
         v.notes.append("no baseline (no model is served yet): absolute thresholds only")
     if not v.passed and not v.reasons:
         v.reasons.append("no applicable threshold: only eval.max_auc_drop is set and there is no "
@@ -102,6 +112,14 @@ def _lift(v: Verdict, lift: float, auc: float | None, popularity_auc: float | No
 def _check(v: Verdict, ok: bool, claim: str, words: tuple[str, str]) -> None:
     """Record `claim` with words[0] ("AUC 0.7 >= ...") if it held, else with words[1]."""
     (v.passed if ok else v.reasons).append(claim % (words[0] if ok else words[1]))
+
+
+def _versions(versions: list[int] | tuple[int, ...]) -> str:
+    """[1, 2, ..., 9] as "1, 2, 3, ..., 8, 9 (9 versions)" past six."""
+    shown = list(versions)
+    if len(shown) <= 6:
+        return ", ".join(map(str, shown))
+    return f"{', '.join(map(str, shown[:3]))}, ..., {', '.join(map(str, shown[-2:]))} ({len(shown)} versions)"
 
 
 def _f(x: float | None) -> str:

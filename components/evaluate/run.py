@@ -1,9 +1,12 @@
 """Evaluation gate: candidate vs the served model on the run date's holdout -> BLESSED or not.
 
-Baseline = the highest integer version under <serving_base>/<model_name>, i.e. what TF
-Serving serves right now, not "the last model this pipeline blessed" (a manual rollback or
-a hand-pushed hotfix would make those differ, and TFX users were bitten by comparing against
-the wrong one). Both models score the same rows, batch by batch, through their raw serving
+Baseline = the version TF Serving serves right now (pipeline/contracts/serving.served_version:
+a version pinned by hand in models.config, else the highest integer version under
+<serving_base>/<model_name>), not "the last model this pipeline blessed" (a manual rollback, a
+pin or a hand-pushed hotfix would make those differ, and TFX users were bitten by comparing
+against the wrong one). No baseline while the serving history records versions that are gone
+(a lost volume) is no first model: the gate does not bless on absolute thresholds then. Both
+models score the same rows, batch by batch, through their raw serving
 signatures. All outputs are built in a temp dir and published with one rename, so a reader
 never sees a BLESSED marker beside another run's metrics.
 """
@@ -52,8 +55,10 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
         raise EvalError(f"no candidate SavedModel at {paths.model_dir} (did training run?)")
     base_version = serving.served_version(paths.model_base)
     base_dir = serving.version_dir(paths.model_base, base_version) if base_version is not None else None
+    lost = serving.lost_versions(paths.serving_base, paths.model_name) if base_dir is None else []
     log.info("candidate %s; baseline %s", paths.model_dir,
-             f"served version {base_version}" if base_dir else "none (first model)")
+             f"served version {base_version}" if base_dir else
+             f"none: recorded version(s) {lost} are gone" if lost else "none (first model)")
     data = EvalData(paths, config.eval.slices, config.eval.batch_size)
     novelty = event_ids.novelty_problems(data.ids, event_ids.window_partitions(paths),
                                          config.validate.max_eval_overlap, event_ids.earlier_digests(paths))
@@ -74,6 +79,9 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
         raise ValidationError([f"evaluate: {problem}"])
     if not len(label):
         raise EvalError(f"no usable eval rows for {paths.eval_date}: rejected {dict(data.rejected)}")
+    if len(label) < config.eval.min_rows:  # also when evaluate runs alone: a handful of rows judges nothing
+        raise ValidationError([f"evaluate: eval day ds={paths.eval_date}: {len(label)} usable rows (of {data.rows} "
+                               f"read), below eval.min_rows={config.eval.min_rows}: too few to judge a model"])
     if label.min() == label.max():
         raise EvalError(f"eval day {paths.eval_date} has a single label class ({int(label[0])}): "
                         "AUC is undefined")
@@ -85,7 +93,7 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
     bootstrap = metrics.user_bootstrap(label, users, probs["candidate"], probs.get("baseline"),
                                        config.eval.bootstrap_samples, config.eval.seed) \
         if config.eval.bootstrap_samples else None
-    verdict = gate.decide(config.eval, cand, base, base_version, (bootstrap or {}).get("auc_diff"), pop)
+    verdict = gate.decide(config.eval, cand, base, base_version, (bootstrap or {}).get("auc_diff"), pop, lost)
     result = {
         "run_date": paths.ds, "run_id": paths.run_id, "eval_date": paths.eval_date.isoformat(),
         "candidate_dir": str(paths.model_dir), "candidate_digest": serving.tree_digest(paths.model_dir),

@@ -5,8 +5,10 @@
   python -m components.push rollback --reason TEXT [--to-version N] [--config FILE]
 
 Exit status 0 when a version was pushed / restored, 3 when the push was skipped (not blessed,
-backfill), 2 when it was refused for a reason named on one line (nothing to roll back to, a full
-volume, a failed verification), 1 on any other error.
+backfill, a served version copied in by hand) or published a version that a pin in models.config
+keeps from being served, 2 when it was refused for a reason named on one line (nothing to roll
+back to, a full volume, a failed verification, a models.config that does not parse, a serving dir
+push may not write to), 1 on any other error.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from components.push import PushError, RollbackError, rollback, run
     from components.push.publish import PublishError
-    from pipeline.contracts.serving import RolledBackError
+    from pipeline.contracts.serving import RolledBackError, ServingDirError
 
     try:
         if args.command == "push":
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result = rollback(load_args_config(args), args.reason, args.to_version)
     except Exception as err:
-        line = refusal(err, (PushError, PublishError, RollbackError, RolledBackError))
+        line = refusal(err, (PushError, PublishError, RollbackError, RolledBackError,
+                                     ServingDirError))
         if line is None:
             raise
         logging.getLogger("components.push").error("%s refused: %s", args.command, line)

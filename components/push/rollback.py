@@ -5,8 +5,9 @@ number (copy to a hidden temp, fsync, rename), not pinned in models.config. Why:
 - it works with any model server setup: TF Serving's file-system poller picks up a new
   highest version within seconds, while a changed models.config is only read by a server
   started with --model_config_file_poll_wait_seconds (or after a restart / ReloadConfig);
-- "served = highest integer version" stays true, which the evaluation gate (baseline),
-  the backfill check and retention all rely on; a pin would make them lie;
+- the pipeline never pins: "served" stays the highest integer version unless on-call pins
+  one by hand in models.config. With such a pin a restored copy would not be served, so a
+  rollback refuses and names the pin (edit the pin to the version to serve instead);
 - the rolled-back version stays on disk for debugging, and the restored copy carries the
   data date of the model it restores, so the next nightly run replaces it as usual.
 
@@ -38,8 +39,14 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
         raise RollbackError("a rollback needs a reason (it is recorded)")
     base, name = config.data.serving_base, config.push.model_name
     model_base = base / name
-    with publish.push_lock(base, name):
+    with publish.writes_to(base, "rolling back"), publish.push_lock(base, name):
         publish.clean_stale(base, name)
+        policy = serving.version_policy(base, name)
+        if policy is not None and policy.pinned:
+            raise RollbackError(f"{base / serving.MODELS_CONFIG} pins {name} to version(s) {list(policy.pinned)} "
+                                "by hand: a restored copy would be published but not served; change the pin "
+                                "to the version to serve instead, or remove it and roll back")
+        publish.require_writable(base, name)
         # The newest published version: the served one, or a canary still waiting for `stable`
         # (rolling back then gives up on the canary).
         served = (serving.list_versions(model_base) or [None])[-1]

@@ -3,17 +3,24 @@
 Order of operations, and why:
 1. Gate: BLESSED, or force + a reason (recorded). The evaluated model's digest must match the
    model on disk: a verdict is about bytes, not about a path.
-2. Skip when the served model (or a canary still waiting for `stable`) is this very model (an
-   idempotent retry: a canary gets its label move again), or when this run's
-   data is older than the served model's (a backfill must not replace fresher data by
-   default; `allow_backfill` overrides). Refuse a model that a rollback took away (an Airflow
-   retry or "clear task" of that night would otherwise serve it again; force overrides).
-3. Stage a copy beside the model dir with the warmup requests and the push record (all inside
+2. Read the serving dir before touching it: models.config must parse (else ServingDirError,
+   nothing published) and every directory push writes must be writable (else ServingDirError,
+   nothing copied). "Served" is what models.config serves: a pin set by hand wins over `latest`.
+3. Skip when the served model (or a version published above it: a canary still waiting for
+   `stable`, or one published behind a pin) is this very model (an idempotent retry: a canary
+   gets its label move again), or when this run's data is older than the served model's (a
+   backfill must not replace fresher data by default; `allow_backfill` overrides). A served
+   version without a push record (copied in by hand: a hotfix) counts as newer than every
+   recorded data date; only `force` replaces it with a run of such a date. Refuse a model that
+   a rollback took away (an Airflow retry or "clear task" of that night would otherwise serve it
+   again; force overrides).
+4. Stage a copy beside the model dir with the warmup requests and the push record (all inside
    one free-space check, removed if any write fails), fsync,
    rename to the next integer version: TF Serving sees all of it or none of it.
-4. Verify in a fresh process against the evaluation's predictions; on mismatch unpublish
-   (atomically) and fail. Only then write models.config, the history record and apply
-   retention.
+5. Verify in a fresh process against the evaluation's predictions; on mismatch unpublish
+   (atomically) and fail. Only then write models.config (a pin is kept: the version is then
+   published but not served, `pushed` is false and the CLI exits 3), the history record and
+   apply retention.
 """
 from __future__ import annotations
 
@@ -57,10 +64,15 @@ def run(config: Config, paths: RunPaths) -> PushResult:
     if digest != evaluation["metrics"]["candidate_digest"]:
         raise PushError(f"{paths.model_dir} is not the model that was evaluated (digest changed): "
                         "re-run evaluation; --force overrides a verdict, not a mismatch")
-    with publish.push_lock(paths.serving_base, paths.model_name):
+    with publish.writes_to(paths.serving_base, f"pushing run {paths.run_id} of {paths.ds}"), \
+            publish.push_lock(paths.serving_base, paths.model_name):
         publish.clean_stale(paths.serving_base, paths.model_name)
+        policy = serving.version_policy(paths.serving_base, paths.model_name)  # parses: before anything
+        publish.require_writable(paths.serving_base, paths.model_name)
         served = serving.served_version(paths.model_base)
-        candidates = [v for v in [served, *sorted(serving.canary_versions(paths.model_base))] if v is not None]
+        above = [v for v in serving.list_versions(paths.model_base) if served is None or v > served]
+        candidates = [v for v in [served, *sorted({*above, *serving.canary_versions(paths.model_base)})]
+                      if v is not None]
         records = {v: serving.read_push_record(serving.version_dir(paths.model_base, v)) for v in candidates}
         for version, record in records.items():
             if record and record.get("model_digest") == digest:
@@ -69,15 +81,31 @@ def run(config: Config, paths: RunPaths) -> PushResult:
         if taken and not force:
             raise serving.RolledBackError(_rolled_back(paths, digest, taken))
         served_record = records.get(served)
+        unrecorded = served is not None and served_record is None
         served_date = served_record.get("data_date") if served_record else None
-        if served_date and paths.ds < served_date and not allow_backfill:
+        if unrecorded:          # a hotfix copied in by hand: newer than every recorded data date
+            newest = serving.newest_data_date(paths.serving_base, paths.model_name)
+            if (newest is None or paths.ds <= newest) and not force:
+                return _skip(paths, _unrecorded(paths, served, newest), served)
+        elif served_date and paths.ds < served_date and not allow_backfill:
             return _skip(paths, f"backfill: run data date {paths.ds} is older than served version "
                          f"{served}'s data date {served_date}; not replacing fresher data "
                          "(use --allow-backfill / push.allow_backfill to override)", served)
         return _push(config, paths, evaluation, digest, served,
                      {"forced": bool(force and not blessed), "force_reason": force_reason if force else None,
                       "backfill": bool(served_date and paths.ds < served_date),
+                      "replaces_unrecorded": served if unrecorded else None,
+                      "kept_pin": list(policy.pinned) if policy and policy.pinned else None,
                       "overrides_rollback": taken["version"] if taken else None})
+
+
+def _unrecorded(paths: RunPaths, served: int, newest: str | None) -> str:
+    known = (f"the newest data date on record is {newest}" if newest else
+             "no push or rollback record dates anything")
+    return (f"served version {served} has no push record ({serving.version_dir(paths.model_base, served)} was "
+            f"copied in by hand: a hotfix?); it counts as newer than every recorded push and {known}, so "
+            f"run data date {paths.ds} does not replace it; only a forced push does (push.force with "
+            "push.force_reason; in the DAG force_push, approved by a second person)")
 
 
 def _rolled_back(paths: RunPaths, digest: str, taken: dict[str, Any]) -> str:
@@ -130,12 +158,27 @@ def _push(config: Config, paths: RunPaths, evaluation: dict[str, Any], digest: s
                         f"(version {served} is served again): {check.detail}")
     history, removed = publish.finish(vdir, "push", record, config.push, served)
     tflite = _maybe_tflite(config, paths, evaluation["sample"])
-    _write_run_record(paths, {**record, "pushed": True, "history_record": str(history),
+    result = _published(paths, version, f"pushed version {version}: {check.detail}", check.detail)
+    _write_run_record(paths, {**record, "pushed": result.pushed, "history_record": str(history),
                               "retention_removed": removed, "tflite": tflite})
-    log.info("version %d serves; %s", version, check.detail)
-    return PushResult(pushed=True, reason=f"pushed version {version}: {check.detail}", version=version,
-                      version_dir=str(vdir), served_version=version,
-                      record_path=str(paths.push_dir / serving.PUSH_RECORD))
+    if result.pushed:
+        log.info("version %d serves; %s", version, check.detail)
+    return result
+
+
+def _published(paths: RunPaths, version: int, reason: str, detail: str) -> PushResult:
+    """The result of a verified, published version: served (`reason`), or (a pin in models.config,
+    kept) published but not served, which is no served-model event (`pushed` false; `detail`)."""
+    served = serving.served_version(paths.model_base)
+    vdir = serving.version_dir(paths.model_base, version)
+    if served != version:
+        policy = serving.version_policy(paths.serving_base, paths.model_name)
+        pins = list(policy.pinned) if policy else []
+        reason = (f"version {version} is published but not served: {paths.serving_base / serving.MODELS_CONFIG} "
+                  f"pins version(s) {pins} (kept; version {served} serves; remove the pin to serve "
+                  f"version {version}); {detail}")
+    return PushResult(pushed=served == version, reason=reason, version=version, version_dir=str(vdir),
+                      served_version=served, record_path=str(paths.push_dir / serving.PUSH_RECORD))
 
 
 def _expected(examples: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -170,7 +213,8 @@ def _push_record(paths: RunPaths, evaluation: dict[str, Any], digest: str, versi
 
 
 def _already_served(config: Config, paths: RunPaths, served: int, record: dict[str, Any]) -> PushResult:
-    """A retry after a push that published: verify it if that was never recorded, then stop."""
+    """A retry after a push that published (`served`: that version, served or not): verify it if
+    that was never recorded, then stop."""
     history = serving.read_history(paths.serving_base, paths.model_name, "push").get(served)
     vdir = serving.version_dir(paths.model_base, served)
     if not (history and history.get("verification", {}).get("ok")):
@@ -184,10 +228,10 @@ def _already_served(config: Config, paths: RunPaths, served: int, record: dict[s
                             f"{check.detail}")
         publish.finish(vdir, "push", {**record, "verification": check.to_dict()}, config.push,
                        record.get("previous_version"))
-    reason = f"this model is already served as version {served} (retry of a completed push)"
-    _write_run_record(paths, {**record, "pushed": True, "note": reason})
-    return PushResult(pushed=True, reason=reason, version=served, version_dir=str(vdir),
-                      served_version=served, record_path=str(paths.push_dir / serving.PUSH_RECORD))
+    result = _published(paths, served, f"this model is already served as version {served} (retry of a "
+                        "completed push)", "this model was published before (retry of a completed push)")
+    _write_run_record(paths, {**record, "pushed": result.pushed, "note": result.reason})
+    return result
 
 
 def _skip(paths: RunPaths, reason: str, served: int | None = None) -> PushResult:

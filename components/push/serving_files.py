@@ -119,18 +119,13 @@ def models_config_text(path: Path, model_name: str, base_path: Path, labels: dic
     why two writes).
 
     An existing file that does not parse is an operator's file we do not understand:
-    raising beats silently replacing the config of other models on the same server.
+    raising (ServingDirError) beats silently replacing the config of other models on the same
+    server. A pin by hand is not this function's business: publish.finish does not call it then.
     """
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
-    config = model_server_config_pb2.ModelServerConfig()
-    if path.exists():
-        try:
-            text_format.Parse(path.read_text(), config)
-        except text_format.ParseError as err:
-            raise ValueError(f"{path} is not a ModelServerConfig text proto; fix or remove it: {err}") \
-                from err
+    config = serving.parse_models_config(path) or model_server_config_pb2.ModelServerConfig()
     entries = config.model_config_list.config
     entry = next((c for c in entries if c.name == model_name), None) or entries.add()
     entry.name = model_name
@@ -148,15 +143,8 @@ def models_config_text(path: Path, model_name: str, base_path: Path, labels: dic
 
 def version_labels(serving_base: Path, model_name: str) -> dict[str, int]:
     """The labels models.config gives `model_name` now ({} without a file or labels)."""
-    from google.protobuf import text_format
-    from tensorflow_serving.config import model_server_config_pb2
-
-    path = serving_base / serving.MODELS_CONFIG
-    if not path.exists():
-        return {}
-    config = text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
-    entry = next((c for c in config.model_config_list.config if c.name == model_name), None)
-    return dict(entry.version_labels) if entry else {}
+    policy = serving.version_policy(serving_base, model_name)
+    return dict(policy.labels) if policy else {}
 
 
 def write_models_config(serving_base: Path, model_name: str, labels: dict[str, int] | None = None,

@@ -12,22 +12,31 @@
     <serving_base>/<model>.lock                     serialises pushes and rollbacks
 
 TF Serving's file-system source only loads children of the model dir whose names parse as
-integers, and with the default `latest` policy it serves the highest one. The evaluation gate
-uses the same rule to pick its baseline, so "baseline" always means "what users get now".
-With version labels (components/push/labels.py) a new version is a canary until `stable` moves
-to it; while its canary record exists, users of `stable` get the older version, so the served
-version is the highest one that is not a canary.
+integers, and with the default `latest` policy it serves the highest one. models.config can say
+otherwise: a `specific` policy without a `stable` label is a pin set by hand (on-call, in an
+incident), and then the pinned version serves, whatever is published above it; push keeps such a
+pin. The evaluation gate, the push and retention all ask `served_version`, so "baseline" always
+means "what users get now". With version labels (components/push/labels.py) a new version is a
+canary until `stable` moves to it; while its canary record exists, users of `stable` get the older
+version, so the served version is the highest one that is not a canary.
+
+A models.config that does not parse is refused (ServingDirError) before anything is published:
+what TF Serving serves is then unknown, and a push would rewrite an operator's file it does not
+understand.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline import fsutil
+from pipeline.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +51,71 @@ PUSH_ADDED = (PUSH_RECORD, WARMUP_FILE, VERIFY_REQUESTS)    # written by push in
 # utilizing this feature will return bad Status on first compilation request").
 XLA_SERVING_FLAG = "--xla_cpu_compilation_enabled=true"
 XLA_MARK = b"_XlaMustCompile"      # the function attribute `jit_compile=` sets in the graph
+STABLE = "stable"                  # the label clients of a labelled deployment ask for
+NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+class ServingDirError(ConfigError):
+    """The serving directory cannot be used as it is: its models.config does not parse, or push may
+    not write there (a read-only mount, an immutable or foreign-owned directory). A retry cannot
+    change that, so it is a ConfigError: permanent (pipeline.orchestration.permanent_errors), the
+    DAG fails the task at once; the push CLI says it on one line, exit 2."""
+
+
+def is_not_writable(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno in NOT_WRITABLE
+
+
+@dataclass(frozen=True)
+class VersionPolicy:
+    """What models.config tells TF Serving about one model."""
+    kind: str                       # "latest", "all" or "specific" (TF Serving's default: latest)
+    versions: tuple[int, ...]       # the versions a `specific` policy loads
+    labels: dict[str, int]
+
+    @property
+    def pinned(self) -> tuple[int, ...]:
+        """Versions pinned by hand: a `specific` policy without a `stable` label (push's own
+        labelled writes always carry one), else ()."""
+        return self.versions if self.kind == "specific" and STABLE not in self.labels else ()
+
+
+def parse_models_config(path: Path) -> Any | None:
+    """`path` as TF Serving's ModelServerConfig (tensorflow-serving-api's proto, no TensorFlow);
+    None when there is no file. A file that does not parse is a ServingDirError naming it."""
+    if not path.exists():
+        return None
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    try:
+        return text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
+    except (text_format.ParseError, UnicodeDecodeError) as err:
+        detail = " ".join(str(err).split())
+        raise ServingDirError(f"{path} is not a ModelServerConfig text proto ({detail}): which version TF "
+                              "Serving serves is unknown, so neither the gate nor a push goes on; fix or "
+                              "remove the file, then rerun") from err
+
+
+def version_policy(serving_base: Path, model_name: str) -> VersionPolicy | None:
+    """`model_name`'s policy in <serving_base>/models.config; None without the file or an entry
+    for the model (push then writes `latest`). Raises ServingDirError if the file does not parse.
+    Where tensorflow-serving-api is not installed (the DAG side's lean venv, which only reports the
+    served version) the file cannot be read: None, with a warning."""
+    try:
+        config = parse_models_config(serving_base / MODELS_CONFIG)
+    except ImportError as err:
+        log.warning("cannot read %s without tensorflow-serving-api (%s): assuming the `latest` policy",
+                    serving_base / MODELS_CONFIG, err)
+        return None
+    entry = next((c for c in config.model_config_list.config if c.name == model_name), None) \
+        if config is not None else None
+    if entry is None:
+        return None
+    policy = entry.model_version_policy
+    kind = policy.WhichOneof("policy_choice") or "latest"
+    versions = tuple(sorted(policy.specific.versions)) if kind == "specific" else ()
+    return VersionPolicy(kind, versions, dict(entry.version_labels))
 
 
 def list_versions(model_base: Path) -> list[int]:
@@ -53,8 +127,13 @@ def list_versions(model_base: Path) -> list[int]:
 
 
 def served_version(model_base: Path) -> int | None:
-    """The version users get: the highest integer (TF Serving's `latest` policy) that is not a
-    canary still waiting for the `stable` label."""
+    """The version users get: with a pin in models.config the highest pinned version on disk (None
+    if none is), else the highest integer (TF Serving's `latest` policy) that is not a canary
+    still waiting for the `stable` label. Raises ServingDirError if models.config does not parse."""
+    policy = version_policy(model_base.parent, model_base.name)
+    if policy is not None and policy.pinned:
+        present = set(list_versions(model_base))
+        return max((v for v in policy.pinned if v in present), default=None)
     canaries = canary_versions(model_base)
     versions = [v for v in list_versions(model_base) if v not in canaries]
     return versions[-1] if versions else None
@@ -142,6 +221,29 @@ def rolled_back_digests(serving_base: Path, model_name: str) -> dict[str, dict[s
     return taken
 
 
+def published_records(serving_base: Path, model_name: str) -> dict[int, dict[str, Any]]:
+    """version -> push or rollback history record, for every version push or rollback published
+    and verified (withdrawn ones left out)."""
+    records = {**read_history(serving_base, model_name, "push"), **read_history(serving_base, model_name, "rollback")}
+    return {v: r for v, r in sorted(records.items()) if not r.get("unpublished")}
+
+
+def lost_versions(serving_base: Path, model_name: str) -> list[int]:
+    """Versions the history records as published that are no longer on disk (retention removes
+    old ones; with nothing served, a lost or replaced serving volume)."""
+    present = set(list_versions(serving_base / model_name))
+    return [v for v in published_records(serving_base, model_name) if v not in present]
+
+
+def newest_data_date(serving_base: Path, model_name: str) -> str | None:
+    """The newest data date any push or rollback record knows of (history and the versions on
+    disk), None if none does: what a version without a push record counts as newer than."""
+    model_base = serving_base / model_name
+    on_disk = [read_push_record(version_dir(model_base, v)) for v in list_versions(model_base)]
+    dates = [r.get("data_date") for r in [*published_records(serving_base, model_name).values(), *on_disk] if r]
+    return max((d for d in dates if d), default=None)
+
+
 def read_history(serving_base: Path, model_name: str, kind: str) -> dict[int, dict[str, Any]]:
     """version -> record for every `kind` ("push" / "rollback") record, oldest first."""
     folder = history_dir(serving_base, model_name)
@@ -180,12 +282,12 @@ def unpublish(vdir: Path) -> None:
 
 def stale_temps(serving_base: Path, model_name: str) -> list[Path]:
     """Hidden leftovers of killed pushes and rollbacks: staging copies beside the model dir and
-    inside it, and models.config temps."""
+    inside it, models.config temps, and record temps and write probes in the history dir."""
     found = [*serving_base.glob(f".{model_name}.*"), *serving_base.glob(f".{MODELS_CONFIG}.*")] \
         if serving_base.is_dir() else []
-    model_base = serving_base / model_name
-    if model_base.is_dir():
-        found.extend(p for p in model_base.iterdir() if p.name.startswith("."))
+    for folder in (serving_base / model_name, history_dir(serving_base, model_name)):
+        if folder.is_dir():
+            found.extend(p for p in folder.iterdir() if p.name.startswith("."))
     return found
 
 

@@ -44,3 +44,46 @@ def test_evaluate_alone_refuses_an_eval_day_re_exported_from_the_window(runs, tm
     assert f"events partitions ds={day_before} and ds={CLEAN_DAY} hold the same event ids" in lines[0]
     assert f"are also in training partition(s) ds={day_before}" in lines[0]
     assert not (paths.eval_dir / "BLESSED").exists()
+
+
+def test_evaluate_refuses_an_eval_day_below_min_rows_alone_and_in_process(runs, tmp_path):
+    """Five rows (both label classes): the bootstrap interval spans [-1, 1], yet the gate scored
+    them and gave a verdict (BLESSED whenever the five happened to rank above eval.min_auc).
+    Refused instead, as the CLI's one line and exit 2, and as the ValidationError the DAG's task
+    fails on without retries."""
+    import shutil
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    import pytest
+    import yaml
+
+    from components.evaluate import run
+    from pipeline.contracts import features as F
+    from pipeline.contracts.inputs import ValidationError
+    from tests.components.evaluate.fixtures import CLEAN_DAY
+
+    raw = tmp_path / "raw"
+    shutil.copytree(runs.raw, raw)
+    folder = raw / "events" / f"ds={CLEAN_DAY}"
+    table = pq.read_table(sorted(folder.glob("*.parquet")))
+    for part in folder.glob("*.parquet"):
+        part.unlink()
+    clicked = pc.indices_nonzero(pc.equal(table.column(F.LABEL), 1)).to_pylist()[:2]
+    shown = pc.indices_nonzero(pc.equal(table.column(F.LABEL), 0)).to_pylist()[:3]
+    pq.write_table(table.take(sorted(clicked + shown)), folder / "part-00000.parquet")
+    config, paths = runs.make(CLEAN_DAY, **{"data.raw_root": str(raw), "window.train_days": 2})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
+    done = subprocess.run([sys.executable, "-m", "components.evaluate", "--config", str(tmp_path / "params.yaml"),
+                           "--date", CLEAN_DAY.isoformat(), "--run-id", paths.run_id],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if "refused" in line]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert (f"evaluate refused: ValidationError: evaluate: eval day ds={CLEAN_DAY}: 5 usable rows (of 5 read), "
+            f"below eval.min_rows=200: too few to judge a model") in lines[0]
+    assert not (paths.eval_dir / "BLESSED").exists() and not (paths.eval_dir / "NOT_BLESSED").exists()
+    with pytest.raises(ValidationError, match=r"5 usable rows \(of 5 read\), below eval.min_rows=200"):
+        run(config, paths)
+    low = config.with_overrides({"eval.min_rows": 5})            # a team that means it can say so
+    assert run(low, paths).examples == 5
