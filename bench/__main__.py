@@ -9,7 +9,8 @@ import logging
 import os
 import sys
 
-BENCHMARKS = ("generate", "preprocess", "encoder", "scale", "train", "verify", "serving", "quality", "goal_reach", "demo")
+BENCHMARKS = ("generate", "preprocess", "encoder", "scale", "train", "verify", "serving", "quality", "goal_reach",
+              "demo")
 
 
 def main(argv: list[str]) -> int:
