@@ -13,7 +13,18 @@ export PATH="$ROOT/.venv/bin:$PATH"
 
 reco_airflow_init() {
   mkdir -p "$AIRFLOW_HOME"
+  # The SQLite metadata DB (connections, variables, users' sessions) is owner-only from its first
+  # byte: created empty with mode 600 (an empty file is a valid SQLite database, and SQLite gives
+  # its journal the database's mode), then filled in place by migrate. Not with a PostgreSQL
+  # metadata DB (make airflow-celery, docker compose).
+  local db="$AIRFLOW_HOME/airflow.db" sqlite=""
+  case "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-sqlite:///$db}" in "sqlite:///$db") sqlite=1 ;; esac
+  if [ -n "$sqlite" ]; then
+    [ -e "$db" ] || install -m 600 /dev/null "$db"
+    chmod 600 "$db"
+  fi
   airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log"; return 1; }
+  if [ -n "$sqlite" ] && [ -e "$db" ]; then chmod 600 "$db"; fi
   # The training task runs in this pool; a task whose pool does not exist is never scheduled.
   # preprocess and evaluate of concurrent runs take turns in the heavy pool.
   local pools

@@ -7,19 +7,25 @@ forever at start-up. So the launcher owns the gang's life:
 - start: each worker gets TF_CONFIG with free localhost ports; workers stay in the caller's
   process group (no setsid), so an orchestrator killing the task's group reaches them, and
   each asks the kernel (PR_SET_PDEATHSIG) to SIGKILL it if the launcher dies, even by SIGKILL;
+- isolate: the workers share one private network namespace with only a loopback (netns.py),
+  joined between fork and exec, so TF's gRPC servers, which bind every interface, are reachable
+  from the gang only; where the host allows no namespace, one warning and the host's network;
 - supervise: a poll loop with short sleeps (Airflow's execution_timeout arrives as SIGALRM,
   which Python only handles between bytecodes of the main thread), streaming each worker's
   log file with a `[worker-i]` prefix;
 - fail fast: the first worker to exit non-zero, a start-up deadline for a gang that never
   forms, a progress deadline for a gang that stopped moving (heartbeat.py), an overall
   timeout, or SIGTERM to the launcher stop every worker: SIGTERM, then SIGKILL after
-  `kill_grace_s` (TF workers catch SIGTERM for preemption and keep running).
+  `kill_grace_s` (TF workers catch SIGTERM for preemption and keep running). The error of a
+  worker that exited non-zero carries the exception its log ends with (`failure_reason`), so
+  the one line on-call reads (RECO FAILED) says why, not only that it exited 1.
 """
 from __future__ import annotations
 
 import ctypes
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,23 +37,26 @@ from pathlib import Path
 
 import psutil
 
-from components.train.gang import heartbeat
+from components.train.gang import heartbeat, netns
 
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 POLL_S = 0.2
 TAIL_LINES = 30
+REASON_SCAN_BYTES = 1 << 20      # the end of a worker's log this attempt, where its exception is
+REASON_MAX_CHARS = 400
 
 
 class GangError(RuntimeError):
-    """The gang failed; names the worker, its exit code and the tail of its log."""
+    """The gang failed; names the worker, its exit code, the exception it died of (`reason`,
+    on the first line) and the tail of its log."""
 
     def __init__(self, message: str, worker: int | None = None,
-                 exit_code: int | None = None, log_tail: str = ""):
+                 exit_code: int | None = None, log_tail: str = "", reason: str = ""):
         super().__init__(message + (f"\n--- tail of worker-{worker} log ---\n{log_tail}"
                                     if log_tail else ""))
-        self.worker, self.exit_code, self.log_tail = worker, exit_code, log_tail
+        self.worker, self.exit_code, self.log_tail, self.reason = worker, exit_code, log_tail, reason
 
 
 class GangStartupTimeout(GangError):
@@ -80,6 +89,33 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+# An exception line: a (dotted) class name, alone or followed by ": message" (not a log level's
+# "WARNING: …", which native code may write between a traceback's lines).
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?:: (.*))?$")
+# Without a traceback header in sight (a pod's log tail): only names that say they are errors.
+_ERROR_NAME = re.compile(r"(Error|Exception|Exit|Interrupt|Failure)$")
+
+
+def failure_reason(log_text: str) -> str:
+    """What a worker died of, from its log: the exception line of its last traceback, the
+    class without its module path and the first line of its message (`FileNotFoundError: no
+    shard directory …`, `DataLossError: corrupted record at 12`, `OSError: [Errno 28] No space
+    left on device`). Without a traceback header (cut off a log tail), the last line shaped
+    `SomeError: message`. "" when the log shows none (a kill, a native crash)."""
+    lines = log_text.splitlines()
+    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")),
+                default=None)
+    candidates = lines[start + 1:] if start is not None else reversed(lines)
+    for line in candidates:
+        if not line.strip() or line[0].isspace():       # frames, source lines, carets
+            continue
+        m = _EXCEPTION.match(line.rstrip())
+        if m and not m.group(1).isupper() and (start is not None or (m.group(2) and _ERROR_NAME.search(m.group(1)))):
+            reason = f"{m.group(1)}: {m.group(2)}" if m.group(2) else m.group(1)
+            return reason if len(reason) <= REASON_MAX_CHARS else reason[:REASON_MAX_CHARS - 1] + "…"
+    return ""
+
+
 def cpu_sets(workers: int) -> list[set[int] | None]:
     """Disjoint CPU sets, one per worker (round-robin when there are fewer cores)."""
     cores = sorted(os.sched_getaffinity(0))
@@ -87,9 +123,13 @@ def cpu_sets(workers: int) -> list[set[int] | None]:
     return [set(cores[(i * per) % len(cores):(i * per) % len(cores) + per]) for i in range(workers)]
 
 
-def _child_setup(parent_pid: int, cpus: set[int] | None) -> Callable[[], None]:
-    """Runs in the child between fork and exec: die with the launcher, optionally pin CPUs."""
+def _child_setup(parent_pid: int, cpus: set[int] | None,
+                 network: netns.PrivateNetwork | None = None) -> Callable[[], None]:
+    """Runs in the child between fork and exec: join the gang's network, die with the launcher,
+    optionally pin CPUs."""
     def setup() -> None:
+        if network is not None:     # first: joining a user namespace must precede PDEATHSIG's check
+            network.join()
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:      # the launcher died before prctl took effect
@@ -105,6 +145,7 @@ class _Worker:
     proc: subprocess.Popen
     log_path: Path
     offset: int
+    start: int = 0          # where this attempt's part of the (appended) log begins
     partial: str = ""
     exit_seen_at: float | None = None
     lines: list[str] = field(default_factory=list)
@@ -124,6 +165,7 @@ class GangSpec:
     progress_timeout_s: float = 0.0      # 0: no progress deadline
     cpus: Sequence[set[int] | None] = ()
     cwd: Path | None = None
+    private_network: bool = True         # one loopback-only network namespace for the gang (netns.py)
 
 
 class Gang:
@@ -132,6 +174,7 @@ class Gang:
     def __init__(self, spec: GangSpec):
         self.spec = spec
         self.workers: list[_Worker] = []
+        self.network: netns.PrivateNetwork | None = None
 
     @property
     def pids(self) -> list[int]:
@@ -146,6 +189,8 @@ class Gang:
         finally:
             _ignore_termination(previous)     # a second SIGTERM must not interrupt the cleanup
             self.stop()
+            if self.network is not None:      # the namespace ends with its last process
+                self.network.close()
             _restore_signal_handlers(previous)
 
     def _start(self) -> None:
@@ -153,6 +198,11 @@ class Gang:
         spec.logs_dir.mkdir(parents=True, exist_ok=True)
         for ready in spec.ready_files:
             Path(ready).unlink(missing_ok=True)
+        if spec.private_network:
+            self.network = netns.private_network()
+            if self.network is not None:
+                log.info("workers share a private network namespace (%s, %s): loopback only",
+                         self.network.kind, self.network.name)
         for i, (cmd, env) in enumerate(zip(spec.commands, spec.envs)):
             log_path = spec.logs_dir / f"worker-{i}.log"
             with open(log_path, "ab") as f:   # appended: a retry keeps the failed attempt's log
@@ -161,8 +211,8 @@ class Gang:
                 cpus = spec.cpus[i] if spec.cpus else None
                 proc = subprocess.Popen(list(cmd), env=env, cwd=spec.cwd, stdin=subprocess.DEVNULL,
                                         stdout=f, stderr=subprocess.STDOUT,
-                                        preexec_fn=_child_setup(os.getpid(), cpus))
-            self.workers.append(_Worker(i, proc, log_path, offset))
+                                        preexec_fn=_child_setup(os.getpid(), cpus, self.network))
+            self.workers.append(_Worker(i, proc, log_path, offset, start=offset))
             log.info("started worker-%d pid %d (log %s)", i, proc.pid, log_path)
 
     def _supervise(self) -> None:
@@ -175,9 +225,10 @@ class Gang:
             failed = self._first_failure(now)
             if failed is not None:
                 code = failed.proc.returncode
+                reason = self._reason(failed)
                 raise GangError(f"worker-{failed.index} (pid {failed.proc.pid}) exited with code "
-                                f"{code}{_signal_name(code)}; stopped the rest of the gang",
-                                failed.index, code, self._tail(failed))
+                                f"{code}{_signal_name(code)}{': ' + reason if reason else ''}; "
+                                "stopped the rest of the gang", failed.index, code, self._tail(failed), reason)
             if all(w.proc.returncode == 0 for w in self.workers):
                 log.info("all %d workers finished in %.1f s", len(self.workers), now - start)
                 return
@@ -234,6 +285,15 @@ class Gang:
                 if line.strip():
                     log.info("[worker-%d] %s", w.index, line)
             w.lines = (w.lines + complete)[-TAIL_LINES:]
+
+    def _reason(self, w: _Worker) -> str:
+        """The exception this attempt of worker `w` died of, from the end of its log."""
+        try:
+            with open(w.log_path, "rb") as f:
+                f.seek(max(w.start, f.seek(0, os.SEEK_END) - REASON_SCAN_BYTES))
+                return failure_reason(f.read().decode("utf-8", errors="replace"))
+        except OSError:
+            return ""
 
     def _tail(self, w: _Worker) -> str:
         self._pump_logs()

@@ -27,7 +27,8 @@ def rbac(config: Config) -> list[dict[str, Any]]:
              {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
              {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
              {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
-             {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": verbs}]
+             {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": verbs},
+             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": verbs}]
     return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
@@ -79,6 +80,8 @@ class KubeCluster:
                 client.BatchV1Api(self.api).read_namespaced_job(name, ns)
             elif kind == "Service":
                 client.CoreV1Api(self.api).read_namespaced_service(name, ns)
+            elif kind == "NetworkPolicy":
+                client.NetworkingV1Api(self.api).read_namespaced_network_policy(name, ns)
             else:
                 client.CoreV1Api(self.api).read_namespaced_config_map(name, ns)
         except client.ApiException as err:
@@ -111,8 +114,10 @@ class KubeCluster:
                 continue
             for container in _failed_containers(pod.status):
                 try:
+                    # The raw body: deserialized, the client hands back the repr of bytes ("b'…\\n'").
                     text = core.read_namespaced_pod_log(pod.metadata.name, namespace, container=container,
-                                                        tail_lines=LOG_TAIL_LINES)
+                                                        tail_lines=LOG_TAIL_LINES,
+                                                        _preload_content=False).data.decode("utf-8", "replace")
                 except client.ApiException as err:
                     text = f"(log unavailable: {err.reason})"
                 logs[f"{pod.metadata.name}/{container}"] = text
@@ -133,6 +138,8 @@ class KubeCluster:
                 client.CoreV1Api(self.api).delete_namespaced_service(name, ns)
             elif kind == "ConfigMap":
                 client.CoreV1Api(self.api).delete_namespaced_config_map(name, ns)
+            elif kind == "NetworkPolicy":
+                client.NetworkingV1Api(self.api).delete_namespaced_network_policy(name, ns)
         except client.ApiException as err:
             if err.status != 404:
                 log.warning("could not delete %s %s: %s", kind, name, err.reason)

@@ -14,11 +14,18 @@ pod stages its own shards onto its node's local SSD first: an init container run
 `python -m components.stage --worker I`, into a hostPath subdirectory per worker index (two
 workers on one node do not share a staged dir), mounted at staging_root in both containers.
 
-Lifecycle: the Job (or TFJob) is created first, then its ConfigMap and Service owned by it, so
-the garbage collector removes them with the Job; the launcher deletes the Job on success and on
-failure (a failed gang's pod logs are read first), and `ttlSecondsAfterFinished` removes it even
-if the launcher itself was killed. Rendering is pure Python (dicts -> YAML), tested against the
-API's models; submitting and supervising is submit.py, the API calls client.py.
+Network: TensorFlow's gRPC server listens on every interface without authentication (see
+gang/netns.py), so a NetworkPolicy selects the gang's pods (label `reco/run`) and admits to them
+only the gang's own pods, on the worker port. It is created before the ConfigMap every pod
+mounts, and a pod's containers cannot start before that volume exists, so no worker serves
+before the policy is there. It takes effect where the cluster's network plugin enforces
+NetworkPolicies (Calico, Cilium and most others; not kubenet or flannel alone).
+
+Lifecycle: the Job (or TFJob) is created first, then its NetworkPolicy, ConfigMap and Service
+owned by it, so the garbage collector removes them with the Job; the launcher deletes the Job on
+success and on failure (a failed gang's pod logs are read first), and `ttlSecondsAfterFinished`
+removes it even if the launcher itself was killed. Rendering is pure Python (dicts -> YAML),
+tested against the API's models; submitting and supervising is submit.py, the API calls client.py.
 """
 from __future__ import annotations
 
@@ -118,6 +125,17 @@ def pod_spec(config: Config, paths: RunPaths, name: str, container: str,
     }
 
 
+def network_policy(name: str, namespace: str) -> dict[str, Any]:
+    """Only the gang's own pods reach its pods, and only on the worker port: every other
+    ingress (other pods, other namespaces, the nodes' networks) is refused. Egress is left open
+    (the shared volume, DNS)."""
+    gang = {"podSelector": {"matchLabels": {"reco/run": name}}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": f"{name}-gang", "namespace": namespace, "labels": _labels(name)},
+            "spec": {**gang, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [gang], "ports": [{"protocol": "TCP", "port": PORT}]}]}}
+
+
 def config_map(config_json: str, name: str, namespace: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": f"{name}-config", "namespace": namespace,
@@ -170,9 +188,11 @@ def indexed_job(config: Config, paths: RunPaths, name: str) -> list[dict[str, An
 
 
 def render(config: Config, paths: RunPaths, config_json: str) -> list[dict[str, Any]]:
-    """All objects of one training run, in apply order."""
+    """All objects of one training run, in apply order: the job last (submit.py creates it
+    first and the others, owned by it, in this order: the policy before the pods' ConfigMap)."""
     name = resource_name(paths)
-    docs = [config_map(config_json, name, config.execution.namespace)]
+    ns = config.execution.namespace
+    docs = [network_policy(name, ns), config_map(config_json, name, ns)]
     if config.execution.k8s_flavor == "tfjob":
         docs.append(tfjob(config, paths, name))
     else:

@@ -34,7 +34,7 @@ def job_state(doc: dict[str, Any], status: dict[str, Any]) -> str | None:
 
 
 def _wait(config: Config, paths: RunPaths, cluster, job: dict[str, Any]) -> None:
-    from components.train.gang.launcher import GangError, GangStalled, GangTimeout
+    from components.train.gang.launcher import GangError, GangStalled, GangTimeout, failure_reason
 
     name = job["metadata"]["name"]
     deadline = time.monotonic() + config.train.timeout_s
@@ -46,7 +46,9 @@ def _wait(config: Config, paths: RunPaths, cluster, job: dict[str, Any]) -> None
         if state == "failed":
             logs = cluster.failed_pod_logs(job["metadata"]["namespace"], name)
             tails = "".join(f"\n--- {pod} (last lines) ---\n{text}" for pod, text in sorted(logs.items()))
-            raise GangError(f"{job['kind']} {name} failed: pod(s) {sorted(logs) or 'unknown'} failed{tails}")
+            reason = next((r for _, text in sorted(logs.items()) if (r := failure_reason(text))), "")
+            raise GangError(f"{job['kind']} {name} failed: pod(s) {sorted(logs) or 'unknown'} failed"
+                            f"{': ' + reason if reason else ''}{tails}", reason=reason)
         if time.monotonic() > deadline:
             raise GangTimeout(f"{job['kind']} {name} exceeded {config.train.timeout_s:.0f} s")
         # The local launcher's progress deadline, on the heartbeats the pods write to the shared

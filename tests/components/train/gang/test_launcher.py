@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from components.train.gang.launcher import (
     free_ports,
 )
 from pipeline.config import PROJECT_ROOT
+from tests.components.train.gang.sockets import namespaces_allowed
 
 pytestmark = pytest.mark.integration
 
@@ -45,6 +47,9 @@ STANDIN = textwrap.dedent("""
     if behaviour == "ok":
         time.sleep(0.3)
         sys.exit(0)
+    if behaviour == "raise":
+        time.sleep(0.5)
+        raise FileNotFoundError("no shard directory /ssd/run/train (was the stage step run?)")
     time.sleep(600)
 """)
 
@@ -81,6 +86,41 @@ def test_dead_worker_stops_the_gang_fast(tmp_path):
     assert err.value.worker == 1 and err.value.exit_code == 3
     assert "worker-1" in str(err.value) and "about to fail" in err.value.log_tail
     assert_all_gone(gang.pids)          # the SIGTERM-ignoring peers were SIGKILLed
+
+
+def test_the_error_names_the_exception_the_worker_died_of(tmp_path):
+    """The first line (what the RECO FAILED line shows) carries the worker's own exception."""
+    gang = Gang(spec_for(tmp_path, ["hang", "raise"]))
+    with pytest.raises(GangError) as err:
+        gang.run()
+    assert str(err.value).splitlines()[0] == (
+        f"worker-1 (pid {gang.pids[1]}) exited with code 1: FileNotFoundError: no shard directory "
+        "/ssd/run/train (was the stage step run?); stopped the rest of the gang")
+    assert err.value.reason.startswith("FileNotFoundError: no shard directory")
+    assert_all_gone(gang.pids)
+
+
+def test_a_killed_worker_has_no_reason_but_its_signal(tmp_path):
+    """A retry appends to the same log: the last attempt's traceback is not this one's reason."""
+    with pytest.raises(GangError):
+        Gang(spec_for(tmp_path, ["hang", "raise"])).run()
+    assert "FileNotFoundError" in (tmp_path / "logs" / "worker-1.log").read_text()
+    gang = Gang(spec_for(tmp_path, ["hang", "hang"]))
+    killer = threading.Thread(target=_kill_when_ready, args=(tmp_path, gang, 1), daemon=True)
+    killer.start()
+    with pytest.raises(GangError) as err:
+        gang.run()
+    assert err.value.exit_code == -signal.SIGKILL and err.value.reason == ""
+    assert str(err.value).splitlines()[0].endswith("exited with code -9 (SIGKILL); stopped the rest of the gang")
+
+
+def _kill_when_ready(tmp_path: Path, gang: Gang, index: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(gang.pids) <= index:    # started: old ready files are gone
+        time.sleep(0.05)
+    while time.monotonic() < deadline and not (tmp_path / f"w{index}.ready").exists():
+        time.sleep(0.05)
+    os.kill(gang.pids[index], signal.SIGKILL)
 
 
 def test_startup_deadline_for_a_peer_that_never_arrives(tmp_path):
@@ -151,6 +191,8 @@ def test_a_signal_to_the_launcher_stops_every_worker(tmp_path, sig):
     launcher, workers = _start_launcher(tmp_path, sigint_ignored=sig == signal.SIGINT)
     for pid in workers:     # same process group as the launcher: an orchestrator's killpg reaches them
         assert os.getpgid(pid) == os.getpgid(launcher.pid)
+        if namespaces_allowed():       # ...and in the gang's own network: no wrapper between them
+            assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
     launcher.send_signal(sig)
     assert launcher.wait(timeout=15) != 0
     assert f"LauncherTerminated: launcher received {sig.name}".encode() in launcher.stderr.read()
@@ -198,8 +240,6 @@ def beating_spec(tmp_path: Path, behaviours: list[str], progress_timeout_s: floa
 
 def test_a_frozen_worker_is_named_and_the_gang_stopped(tmp_path):
     """SIGSTOP: the process exists but runs nothing, so its heartbeat goes stale."""
-    import threading
-
     from components.train.gang.launcher import GangStalled
 
     gang = Gang(beating_spec(tmp_path, ["steps", "steps", "steps"], progress_timeout_s=2.0))

@@ -11,7 +11,23 @@ from components.train.k8s import manifests as k8s
 from components.train.k8s import submit
 from pipeline.config import Config
 from pipeline.paths import RunPaths
+from tests.components.train import kube_api_standin
 from tests.components.train.kube_api_standin import CRASH_LOG, STAGE_LOG, KubeApiStandIn
+
+# The stand-in routes the core, batch and kubeflow groups; the gang's NetworkPolicy is in
+# networking.k8s.io, served the same way (objects kept as posted).
+_GROUPS = kube_api_standin.GROUPS.replace(r"|apis/kubeflow\.org/v1)",
+                                          r"|apis/kubeflow\.org/v1|apis/networking\.k8s\.io/v1)")
+POLICIES = "/apis/networking.k8s.io/v1/namespaces/ml/networkpolicies"
+
+
+@pytest.fixture(autouse=True)
+def _standin_serves_network_policies(monkeypatch):
+    import re
+
+    if "networking" not in kube_api_standin.GROUPS:
+        monkeypatch.setattr(kube_api_standin, "COLLECTION", re.compile(_GROUPS + r"$"))
+        monkeypatch.setattr(kube_api_standin, "ITEM", re.compile(_GROUPS + r"/([^/]+)(/status|/log)?$"))
 
 
 def _run(tmp_path, flavor: str, **overrides) -> tuple[Config, RunPaths]:
@@ -34,15 +50,16 @@ def _submit(tmp_path, monkeypatch, standin: KubeApiStandIn, flavor: str, **overr
 
 
 @pytest.mark.parametrize(("flavor", "created"), [
-    ("indexed-job", [("POST", "/apis/batch/v1/namespaces/ml/jobs"), ("POST", "/api/v1/namespaces/ml/configmaps"),
-                     ("POST", "/api/v1/namespaces/ml/services")]),
-    ("tfjob", [("POST", "/apis/kubeflow.org/v1/namespaces/ml/tfjobs"), ("POST", "/api/v1/namespaces/ml/configmaps")]),
+    ("indexed-job", [("POST", "/apis/batch/v1/namespaces/ml/jobs"), ("POST", POLICIES),
+                     ("POST", "/api/v1/namespaces/ml/configmaps"), ("POST", "/api/v1/namespaces/ml/services")]),
+    ("tfjob", [("POST", "/apis/kubeflow.org/v1/namespaces/ml/tfjobs"), ("POST", POLICIES),
+               ("POST", "/api/v1/namespaces/ml/configmaps")]),
 ])
 def test_a_gang_that_succeeds_is_created_owned_polled_and_cleaned_up(tmp_path, monkeypatch, flavor, created):
     with KubeApiStandIn(outcome="succeeded", polls=2) as api:
         name = _submit(tmp_path, monkeypatch, api, flavor)
     assert [c for c in api.calls if c[0] == "POST"] == created
-    assert {n for _, n in api.deleted} >= {name, f"{name}-config"}           # the job and what it owns
+    assert {n for _, n in api.deleted} >= {name, f"{name}-config", f"{name}-gang"}   # the job and what it owns
     assert api.objects == {}                                                  # nothing left behind
     polls = [c for c in api.calls if c[0] == "GET"]
     assert len(polls) == 3                                                    # 2 running, then done
@@ -59,7 +76,7 @@ def test_owned_objects_reference_the_created_job_by_uid(tmp_path, monkeypatch):
 
     with Recording(outcome="succeeded", polls=0) as api:
         _submit(tmp_path, monkeypatch, api, "indexed-job")
-    for kind in ("configmaps", "services"):
+    for kind in ("networkpolicies", "configmaps", "services"):
         (ref,) = seen[kind]
         assert ref["kind"] == "Job" and ref["uid"] == seen["job_uid"]
 
@@ -73,10 +90,14 @@ def test_a_failed_pod_fails_the_gang_with_its_log_and_everything_is_deleted(tmp_
         with pytest.raises(GangError) as err:
             _submit(tmp_path, monkeypatch, api, flavor)
     name = err.value.args[0].split()[1]
-    assert f"'{name}-1/{container}'] failed" in str(err.value) and log.strip() in str(err.value)
+    assert f"'{name}-1/{container}'] failed" in str(err.value)
+    assert f"{name}-1/{container} (last lines) ---\n{log}" in str(err.value)     # the text, not a repr of bytes
+    first_line = str(err.value).splitlines()[0]          # what the RECO FAILED line shows
+    assert first_line.endswith("failed: StageError: shard train/part-00003 copied 0 bytes, manifest says 8912345"
+                               if outcome == "stage_failed" else "failed"), first_line
     assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-1/log") in api.calls
     assert ("GET", f"/api/v1/namespaces/ml/pods/{name}-0/log") not in api.calls     # only failed pods
-    assert api.objects == {} and {kind for kind, _ in api.deleted} >= {"ConfigMap"}
+    assert api.objects == {} and {kind for kind, _ in api.deleted} >= {"ConfigMap", "NetworkPolicy"}
 
 
 def test_a_retry_after_a_killed_launcher_replaces_the_gang_it_left_running(tmp_path, monkeypatch):

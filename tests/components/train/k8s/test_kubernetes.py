@@ -33,7 +33,7 @@ def _render(config, paths):
 def test_tfjob_manifest():
     config = _config()
     paths = _paths(config)
-    cm, job = _render(config, paths)
+    _, cm, job = _render(config, paths)
     name = k8s.resource_name(paths)
     assert cm["kind"] == "ConfigMap" and json.loads(cm["data"]["config.json"])["train"]["workers"] == 3
     assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "TFJob"
@@ -77,7 +77,7 @@ def test_tfjob_manifest():
 def test_indexed_job_with_headless_service():
     config = _config(**{"execution.k8s_flavor": "indexed-job", "train.gpus_per_worker": 0})
     paths = _paths(config)
-    cm, service, job = _render(config, paths)
+    _, cm, service, job = _render(config, paths)
     name = k8s.resource_name(paths)
     assert service["kind"] == "Service" and service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"] == {"job-name": name}
@@ -92,6 +92,29 @@ def test_indexed_job_with_headless_service():
     assert "job-completion-index" in index["valueFrom"]["fieldRef"]["fieldPath"]
     assert job["spec"]["ttlSecondsAfterFinished"] == k8s.TTL_S
     assert pod["containers"][0]["resources"] == {}
+
+
+@pytest.mark.parametrize("flavor", ["tfjob", "indexed-job"])
+def test_a_network_policy_admits_only_the_gangs_pods_to_the_worker_port(flavor):
+    """TF's gRPC server listens on every interface, unauthenticated: on a cluster the policy is
+    what keeps other pods off it. It selects the pods the job's template labels, admits ingress
+    from those same pods only (same namespace: no namespaceSelector), on the worker port only,
+    and is applied before the ConfigMap the pods cannot start without."""
+    config = _config(**{"execution.k8s_flavor": flavor})
+    docs = _render(config, _paths(config))
+    name = k8s.resource_name(_paths(config))
+    policy, job = docs[0], docs[-1]
+    assert [d["kind"] for d in docs[:2]] == ["NetworkPolicy", "ConfigMap"]
+    assert policy["apiVersion"] == "networking.k8s.io/v1" and policy["metadata"]["namespace"] == "ml"
+    template = job["spec"]["tfReplicaSpecs"]["Worker"]["template"] if flavor == "tfjob" else job["spec"]["template"]
+    pod_labels = template["metadata"]["labels"]
+    gang = policy["spec"]["podSelector"]["matchLabels"]
+    assert gang == {"reco/run": name} and gang.items() <= pod_labels.items()       # selects every worker pod
+    assert policy["spec"]["policyTypes"] == ["Ingress"]                              # all other ingress refused
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"reco/run": name}}}]   # the gang's pods, nothing else
+    (container,) = template["spec"]["containers"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": container["ports"][0]["containerPort"]}]
 
 
 def test_worker_builds_tf_config_from_indexed_job_env(monkeypatch):
@@ -141,8 +164,9 @@ def test_submit_waits_for_success_then_cleans_up(tmp_path, monkeypatch):
     cfg_json.write_text(json.dumps(config.to_dict()))
     cluster = FakeCluster([{}, {"conditions": [{"type": "Succeeded", "status": "True"}]}])
     submit.submit_and_wait(config, paths, cfg_json, cluster=cluster)
-    assert cluster.created == ["TFJob", "ConfigMap"] and cluster.owners["ConfigMap"] == ["TFJob"]
-    assert cluster.deleted == ["TFJob", "ConfigMap"]
+    assert cluster.created == ["TFJob", "NetworkPolicy", "ConfigMap"]
+    assert cluster.owners["ConfigMap"] == cluster.owners["NetworkPolicy"] == ["TFJob"]
+    assert cluster.deleted == ["TFJob", "NetworkPolicy", "ConfigMap"]
     assert (paths.train_dir / "k8s" / "manifests.yaml").exists()
 
 
@@ -154,11 +178,11 @@ def test_failed_job_is_deleted_and_raises_with_the_failed_pods_log(tmp_path, mon
     cluster = FakeCluster([{"active": 3}, {"failed": 1, "active": 2}])
     with pytest.raises(GangError, match="(?s)-1'] failed.*Traceback: boom"):
         submit.submit_and_wait(config, paths, cfg_json, cluster=cluster)
-    assert cluster.deleted == ["Job", "ConfigMap", "Service"]
+    assert cluster.deleted == ["Job", "NetworkPolicy", "ConfigMap", "Service"]
 
 
 MODELS = {"ConfigMap": "V1ConfigMap", "Job": "V1Job", "Service": "V1Service", "ServiceAccount": "V1ServiceAccount",
-          "Role": "V1Role", "RoleBinding": "V1RoleBinding"}
+          "Role": "V1Role", "RoleBinding": "V1RoleBinding", "NetworkPolicy": "V1NetworkPolicy"}
 
 
 def _api_schema_round_trip(doc: dict, model: str) -> dict:
@@ -202,5 +226,6 @@ def test_rbac_cli_prints_the_launchers_account_role_and_binding(capsys, monkeypa
                for r in rule["resources"]}
     assert granted[("batch", "jobs")] == granted[("kubeflow.org", "tfjobs")] == {"create", "get", "delete"}
     assert granted[("", "pods/log")] == {"get"} and ("", "secrets") not in granted
+    assert granted[("networking.k8s.io", "networkpolicies")] == {"create", "get", "delete"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ml"}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
