@@ -1,0 +1,33 @@
+"""`python -m pipeline replay` on the tiny generated days: the real chain, night after night."""
+import json
+
+import pytest
+
+from pipeline import replay, run_config
+from tests.conftest import FIRST_DAY
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its_last_night(
+        tiny_config, raw_data, tmp_path):
+    sets = {k: v for k, v in run_config.flat(tiny_config).items() if not k.startswith("data.")}
+    sets.update({"window.train_days": 2, "train.epochs": 1, "train.workers": 1})
+    config = replay.replay_config(tmp_path, tiny_config.data.raw_root, None, sets)
+    start = FIRST_DAY.replace(day=FIRST_DAY.day + 2)
+    first = replay.run(config, tmp_path, start, 1)                # then "killed"
+    state = replay.run(config, tmp_path, start, 2)                # continues with night 2 only
+    nights = state["nights"]
+    assert [n["date"] for n in nights] == [start.isoformat(), "2026-11-04"]
+    assert nights[0] == first["nights"][0]                        # night 1 was not run again
+    one, two = nights
+    assert one["verdict"] == "BLESSED" and one["pushed"] and one["served_version"] == 1
+    assert set(one["seconds"]) == {*replay.STEPS, "push"} and one["bytes_written"] > 0
+    # Night 2 judges night 1's choice on day 2: the served model's AUC there is the gate's bet.
+    assert two["served_auc"] == pytest.approx(two["next_day"]["gate"], abs=1e-6)
+    assert two["next_day"]["always_push"] == two["next_day"]["gate"] == two["aucs"][start.isoformat()]
+    assert two["next_day"]["popularity"] == pytest.approx(two["popularity_auc"], abs=1e-6)
+    assert set(state["summary"]) == set(replay.P.POLICIES)
+    saved = json.loads((tmp_path / "replay.json").read_text())
+    assert saved["nights"] == nights and (tmp_path / "replay.png").stat().st_size > 0
+    assert "| gate |" in (tmp_path / "replay.md").read_text()
