@@ -7,22 +7,33 @@ response timeout (whose default is Reject) skips it. A BLESSED run, a run withou
 a deployment that turns `push.force_needs_approval` off (automation) passes straight through.
 
 Four eyes: the person who triggered the forced run cannot approve it. `push.approvers` assigns
-the request to named users (Airflow then refuses anyone else's answer, HTTP 403); whoever
-answers, an Approve from the requester counts as a Reject, logged as refused. Every decision is
-logged with who and why and returned to the summary (`summary.json["approval"]`).
+the request to named users other than the requester (Airflow then refuses anyone else's answer,
+HTTP 403). Without `push.approvers` Airflow lets anyone answer and has no way to leave one user
+out, so the requester's own Approve reaches the operator: it is refused (logged and recorded)
+and the request is opened again, with its original deadline, for someone else to answer.
+Airflow's HITL API would otherwise have consumed it (one answer per request, HTTP 409 after).
+
+Every decision is logged on one line and recorded (`summary.json["approval"]`): who, what, why,
+when, and any refused self-approval before it. On Reject Airflow's ApprovalOperator skips the
+push by raising `DownstreamTasksSkipped`, which ends the task before it returns a value, so the
+record is pushed as the task's XCom before that exception goes on.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, DownstreamTasksSkipped, TaskAwaitingInput
+from airflow.sdk.execution_time.hitl import upsert_hitl_detail
 
 from pipeline.results import EvalResult
 
 log = logging.getLogger(__name__)
+
+TIMED_OUT = "no answer within push.approval_timeout_s: Airflow applied the default, Reject"
 
 
 def approval_body(spec: dict, evaluation: dict) -> str:
@@ -39,23 +50,42 @@ def approval_body(spec: dict, evaluation: dict) -> str:
             f"Report: `{ev.report_path}`")
 
 
-def four_eyes(event: dict[str, Any], requester: str | None) -> tuple[dict[str, Any], str | None]:
-    """(the event to act on, why it was refused): an Approve from the run's requester is a Reject."""
+def self_approval(event: dict[str, Any], requester: str | None) -> str | None:
+    """Why this answer is refused (four eyes), or None: an Approve from the run's requester."""
     user = event.get("responded_by_user") or {}
-    if requester and event.get("chosen_options") == [ApprovalOperator.APPROVE] and user.get("id") == requester:
-        return ({**event, "chosen_options": [ApprovalOperator.REJECT]},
-                f"{requester} asked for this forced push and cannot approve it (four eyes)")
-    return event, None
+    if requester and event.get("chosen_options") == [ApprovalOperator.APPROVE] \
+            and requester in (user.get("name"), user.get("id")):
+        return f"{requester} asked for this forced push and cannot approve it (four eyes)"
+    return None
 
 
-def decision(result: dict[str, Any], requester: str | None, refused: str | None) -> dict[str, Any]:
-    """What the summary records of the approval: the decision, who, when and why."""
+def _iso(when: Any) -> Any:
+    return when.isoformat() if hasattr(when, "isoformat") else when
+
+
+def decision(result: dict[str, Any], requester: str | None, refused: str | None = None) -> dict[str, Any]:
+    """One answer as recorded: the decision, who gave it, who asked, why and when."""
     user = result.get("responded_by_user") or {}
     reason = ((result.get("params_input") or {}).get("reason") or "").strip() or None
-    when = result.get("responded_at")
-    return {"decision": "refused" if refused else result["chosen_options"][0], "by": user.get("name"),
-            "requested_by": requester, "reason": refused or reason,
-            "at": when.isoformat() if hasattr(when, "isoformat") else when}
+    if result.get("timedout"):
+        reason = TIMED_OUT
+    return {"decision": "refused" if refused else result["chosen_options"][0],
+            "by": user.get("name") or user.get("id"), "requested_by": requester,
+            "reason": refused or reason, "at": _iso(result.get("responded_at"))}
+
+
+def decision_line(record: dict[str, Any]) -> tuple[int, str]:
+    """The one log line of an answer (level, text)."""
+    if record["decision"] == "refused":
+        return logging.WARNING, (f"FORCED PUSH REFUSED: {record['reason']}; the request stays open for "
+                                 f"someone else")
+    if record["decision"] == ApprovalOperator.APPROVE:
+        return logging.INFO, (f"FORCED PUSH APPROVED by {record['by']} (requested by {record['requested_by']}): "
+                              f"{record['reason'] or '(no reason given)'}")
+    if record["by"] is None:
+        return logging.WARNING, f"FORCED PUSH REJECTED: {record['reason']}; the push is skipped"
+    return logging.WARNING, (f"FORCED PUSH REJECTED by {record['by']}: {record['reason'] or '(no reason given)'}"
+                             f"; the push is skipped")
 
 
 class ForcedPushApproval(ApprovalOperator):
@@ -86,7 +116,13 @@ class ForcedPushApproval(ApprovalOperator):
                                        f"the requester {requester!r}; the forced push is not pushed")
         self.assigned_users = [{"id": u, "name": u} for u in others] or None
         self.body = approval_body(spec, evaluation) + f"\n\nRequested by: {requester or 'unknown'}"
-        return super().execute(context)
+        try:
+            return super().execute(context)
+        except TaskAwaitingInput as parked:
+            # The deadline travels with the parked task (its next_kwargs), so a request opened
+            # again after a refused self-approval keeps it.
+            parked.kwargs = {**(parked.kwargs or {}), "deadline": self.hitl_summary_extra.get("timeout_datetime")}
+            raise
 
     @property
     def serialized_params(self) -> dict[str, dict[str, Any]]:
@@ -94,15 +130,37 @@ class ForcedPushApproval(ApprovalOperator):
         every task's params, and the HITL form would otherwise ask the approver for all of them."""
         return {"reason": self.params.get_param("reason").serialize()}
 
-    def execute_complete(self, context, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context, event: dict[str, Any], deadline: str | None = None,
+                         refused: list[dict[str, Any]] | None = None) -> Any:
         requester = context["dag_run"].triggering_user_name
-        event, refused = four_eyes(event, requester)
-        result = super().execute_complete(context=context, event=event)
-        record = decision(result, requester, refused)
-        if refused:
-            log.error("FORCED PUSH REFUSED: %s; the push is skipped", refused)
-        elif record["decision"] == self.REJECT:
-            log.warning("FORCED PUSH REJECTED by %s: %s", record["by"], record["reason"] or "(no reason given)")
-        else:
-            log.info("forced push approved by %s (requested by %s)", record["by"], requester)
+        refused = list(refused or [])
+        if "error" not in event and (why := self_approval(event, requester)):
+            self._reopen(context, decision(event, requester, why), deadline, refused)
+        record = {**decision(event, requester), "refused": refused} if "error" not in event else None
+        try:
+            result = super().execute_complete(context=context, event=event)
+        except DownstreamTasksSkipped:
+            # Reject: Airflow skips the push by raising this before the task returns anything.
+            context["ti"].xcom_push(key="return_value", value={**_answer(event), "decision": record})
+            log.log(*decision_line(record))
+            raise
+        log.log(*decision_line(record))
         return {**result, "decision": record}
+
+    def _reopen(self, context, record: dict[str, Any], deadline: str | None, refused: list[dict[str, Any]]):
+        """Refuse the requester's own Approve and wait again for someone else's answer: upserting
+        the request of an answered task instance clears its answer (Airflow's execution API), and
+        parking again (until the original deadline) makes it answerable."""
+        log.log(*decision_line(record))
+        upsert_hitl_detail(ti_id=context["task_instance"].id, options=self.options, subject=self.subject,
+                           body=self.body, defaults=self.defaults, multiple=self.multiple,
+                           params=self.serialized_params, assigned_users=self.assigned_users)
+        timeout = self.response_timeout
+        if deadline:
+            timeout = max(dt.datetime.fromisoformat(deadline) - dt.datetime.now(dt.UTC), dt.timedelta(seconds=1))
+        raise TaskAwaitingInput(method_name="execute_complete", timeout=timeout,
+                                kwargs={"deadline": deadline, "refused": [*refused, record]})
+
+
+def _answer(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: event.get(k) for k in ("chosen_options", "params_input", "responded_at", "responded_by_user")}

@@ -184,15 +184,16 @@ class LiveAirflow:
 def _story_config(root: Path):
     """A yearly cron whose first interval has not ended: unpausing schedules no run of its own, so
     only the runs the tests trigger (with an explicit run_date) exist. The data dates are in the
-    past: the landing deadline is set to 1 h from now so the marker wait really waits."""
+    past: the landing deadline is set to 1 h from now so the marker wait really waits.
+    `push.approvers` stays at its default (empty): anyone may answer a forced push's request, so
+    the story meets the requester's own Approve (refused, the request kept open)."""
     from pipeline.datagen import generate
     from tests.conftest import make_tiny_config
 
     since = dt.datetime.now(dt.UTC) - dt.datetime.combine(STORY_DAY + dt.timedelta(days=1), dt.time(), dt.UTC)
     config = make_tiny_config(root, **{"schedule.cron": "0 2 1 1 *", "schedule.retries": 1,
                                        "schedule.retry_delay_s": 1.0, "schedule.data_poke_s": 1.0,
-                                       "schedule.data_wait_h": since.total_seconds() / 3600 + 1,
-                                       "push.approvers": ["approver"]})
+                                       "schedule.data_wait_h": since.total_seconds() / 3600 + 1})
     (root / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
     g = config.generator
     generate(config.data.raw_root, FIRST, (STORY_DAY - FIRST).days + 1, users=g.users, items=g.items,

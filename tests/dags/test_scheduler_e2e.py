@@ -3,12 +3,13 @@ CeleryExecutor with a default and a training worker) in a temp AIRFLOW_HOME on l
 session's one live Airflow, tests/live_airflow.py), runs triggered through the REST API as a
 person or a CI job would.
 
-Two stories: conf refusals; and one night that meets everything on-call meets: the run waits for
+Three stories: conf refusals; one night that meets everything on-call meets: the run waits for
 its data to land, the training queue's Celery worker is SIGKILLed mid-train with everything below
 it (a lost host), the scheduler fails the task on its missing heartbeat, the restarted worker
 runs the retry and it resumes from the backup,
-the model is NOT_BLESSED and forced, and the push waits for an Approve given through the HITL API,
-then serves and announces the version.
+the model is NOT_BLESSED and forced, the requester's own Approve is refused without using the
+request up, and the push waits for the approver's Approve given through the HITL API, then serves
+and announces the version; and a forced push the approver rejects, skipped and recorded.
 """
 from __future__ import annotations
 
@@ -98,6 +99,17 @@ def _kill_the_training_worker_after_epoch_one(config, airflow) -> list[int]:
     return [victim.pid for victim in victims]
 
 
+def parks(airflow, run_id: str) -> int:
+    """How often the scheduler has seen the approval task's attempt end parked (awaiting input).
+
+    Airflow 3.3 race: an answer before the executor has reported the parked attempt as done
+    makes the scheduler see "state changed externally" and fail the task. A person is never
+    that fast; the tests wait for the scheduler's own line saying it got that report."""
+    line = ("Received executor event with state success for task instance TaskInstanceKey("
+            f"dag_id='{DAG_ID}', task_id='approve_forced_push', run_id='{run_id}'")
+    return (airflow.home / "logs" / "scheduler.log").read_text().count(line)
+
+
 def test_a_night_waits_for_its_data_survives_a_killed_celery_worker_and_a_forced_push_waits_for_approval(live):
     config, airflow = live
     conf = {"run_date": STORY_DAY.isoformat(), "epochs": 3, "min_auc": 0.99, "force_push": True,
@@ -133,17 +145,21 @@ def test_a_night_waits_for_its_data_survives_a_killed_celery_worker_and_a_forced
     assert "NOT_BLESSED" in detail["body"] and "scheduler test" in detail["body"], detail
     assert "Requested by: admin" in detail["body"] and set(detail["params"]) == {"reason"}, detail
     assert airflow.task_state(run_id, "push") in (None, "none", "scheduled", "queued")
-    # Airflow 3.3 race: an answer before the executor has reported the parked attempt as done
-    # makes the scheduler see "state changed externally" and fail the task. A person is never
-    # that fast; the test waits for the scheduler's own line saying it got that report.
-    parked = ("Received executor event with state success for task instance TaskInstanceKey("
-              f"dag_id='{DAG_ID}', task_id='approve_forced_push', run_id='{run_id}'")
-    airflow.wait_for("the scheduler to see the parked attempt end",
-                     lambda: parked in (airflow.home / "logs" / "scheduler.log").read_text(), timeout=120)
-    # Four eyes: the operator who forced the run cannot approve it (the request is assigned to
-    # the approver); the approver can.
-    own = airflow.api("PATCH", hitl, json={"chosen_options": ["Approve"]})
-    assert own.status_code == 403, own.text
+    # (`parks`: an Airflow 3.3 race a person is never fast enough to meet.)
+    airflow.wait_for("the scheduler to see the parked attempt end", lambda: parks(airflow, run_id) >= 1, timeout=120)
+    # Four eyes, with push.approvers left empty (the default): Airflow lets anyone answer, so it
+    # takes the requester's own Approve (HTTP 200); the operator refuses it and opens the request
+    # again, still waiting, for someone else.
+    own = airflow.api("PATCH", hitl, json={"chosen_options": ["Approve"], "params_input": {"reason": "mine"}})
+    assert own.status_code == 200, own.text
+    airflow.wait_for("the refused self-approval to open the request again", lambda: parks(airflow, run_id) >= 2,
+                     timeout=300)
+    assert airflow.task_state(run_id, "approve_forced_push") == "awaiting_input"
+    reopened = airflow.api("GET", hitl).json()
+    assert not reopened["response_received"] and reopened["chosen_options"] is None, reopened
+    refusal = "FORCED PUSH REFUSED: admin asked for this forced push and cannot approve it (four eyes)"
+    assert refusal in airflow.task_log(run_id, "approve_forced_push")
+    assert airflow.task_state(run_id, "push") in (None, "none", "scheduled", "queued")
     # The approver answers with the README's own command.
     approve = readme_ui.the(f"curl -s -X PATCH http://127.0.0.1:8080/api/v2/dags/{DAG_ID}/dagRuns/<run_id>/")
     answered = readme_ui.curl_json(readme_ui.fill(approve, airflow.url, {
@@ -162,6 +178,13 @@ def test_a_night_waits_for_its_data_survives_a_killed_celery_worker_and_a_forced
     assert summary["pushed"] and summary["served_version"] == before + 1, summary
     assert {k: summary["approval"][k] for k in ("decision", "by", "requested_by", "reason")} == \
         {"decision": "Approve", "by": "approver", "requested_by": "admin", "reason": "INC-9 checked"}, summary
+    [refused] = summary["approval"]["refused"]
+    assert {k: refused[k] for k in ("decision", "by", "requested_by", "reason")} == \
+        {"decision": "refused", "by": "admin", "requested_by": "admin",
+         "reason": "admin asked for this forced push and cannot approve it (four eyes)"}, summary
+    assert dt.datetime.fromisoformat(refused["at"]) < dt.datetime.fromisoformat(summary["approval"]["at"])
+    assert "FORCED PUSH APPROVED by approver (requested by admin): INC-9 checked" in \
+        airflow.task_log(run_id, "approve_forced_push")
     assert events[-1]["auc"] == summary["candidate_auc"]
     # The stack production runs: the run is in PostgreSQL; the gang launcher ran on the training
     # queue's worker, everything else on the default one.
@@ -176,3 +199,32 @@ def test_a_night_waits_for_its_data_survives_a_killed_celery_worker_and_a_forced
     assert '"logger": "native"' in airflow.task_log(run_id, "evaluate")
     waited = airflow.task_log(run_id, "wait_for_data")
     assert "waiting until" in waited and f"for events ds={STORY_DAY.isoformat()}" in waited, waited[-3000:]
+
+
+def test_a_rejected_forced_push_is_skipped_and_recorded(live):
+    """The approver's Reject: Airflow skips the push (DownstreamTasksSkipped, before the approval
+    task returns anything); the decision is still logged and in summary.json."""
+    from pipeline.paths import RunPaths
+
+    config, airflow = live
+    day, before = STORY_DAY - dt.timedelta(days=1), served_version(config)
+    run_id = run_id_of(airflow.trigger({"run_date": day.isoformat(), "epochs": 1, "min_auc": 0.99,
+                                        "force_push": True, "force_reason": "reject test"}))
+    hitl = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/approve_forced_push/-1/hitlDetails"
+    airflow.wait_for("the approval request", lambda: airflow.task_state(run_id, "approve_forced_push")
+                     == "awaiting_input", timeout=900, every=2.0)
+    airflow.wait_for("the scheduler to see the parked attempt end", lambda: parks(airflow, run_id) >= 1, timeout=120)
+    answered = airflow.api("PATCH", hitl, as_user="approver",
+                           json={"chosen_options": ["Reject"], "params_input": {"reason": "CTR looks wrong"}})
+    assert answered.status_code == 200, answered.text
+    assert airflow.wait_for_run(run_id) == "success"
+    assert airflow.task_state(run_id, "push") == "skipped" and served_version(config) == before
+    summary = json.loads((RunPaths.for_run(config, day, run_id).run_dir / "summary.json").read_text())
+    assert not summary["pushed"], summary
+    assert {k: summary["approval"][k] for k in ("decision", "by", "requested_by", "reason", "refused")} == \
+        {"decision": "Reject", "by": "approver", "requested_by": "admin", "reason": "CTR looks wrong",
+         "refused": []}, summary
+    assert summary["approval"]["at"], summary
+    log = airflow.task_log(run_id, "approve_forced_push")
+    assert "FORCED PUSH REJECTED by approver: CTR looks wrong; the push is skipped" in log, log[-3000:]
+    assert airflow.red_lines(run_id) == {}
