@@ -273,8 +273,9 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
     log.info("SUMMARY %s", json.dumps(summary))
-    if ev and Path(ev.metrics_path).exists():
-        nights = json.loads(Path(ev.metrics_path).read_text()).get("trend") or []
+    if ev and Path(ev.metrics_path).exists():       # read now: tonight's push record exists by now
+        nights = trend.nights(paths.run_dir.parent.parent, limit=len(json.loads(
+            Path(ev.metrics_path).read_text()).get("trend") or []) or 14)
         log.info("TREND of the last %d nights (%s):\n%s", len(nights), Path(ev.report_path).parent / "trend.png",
                  "\n".join(trend.table_lines(nights)))
     return summary

@@ -68,7 +68,8 @@ def plot_calibration(path: Path, label: np.ndarray, curves: dict[str, np.ndarray
 
 
 def plot_trend(path: Path, rows: list[dict[str, Any]]) -> None:
-    """The last nights' AUCs (candidate, served model, item popularity); NOT_BLESSED nights marked."""
+    """The last nights' AUCs (candidate, served model, the pushed model on the next day, item
+    popularity); NOT_BLESSED nights marked."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,8 +78,9 @@ def plot_trend(path: Path, rows: list[dict[str, Any]]) -> None:
     fig, ax = plt.subplots(figsize=(7, 3.5))
     dates = [r["run_date"][5:] for r in rows]
     for key, style, name in (("candidate_auc", "o-", "candidate"), ("served_auc", "s--", "served model"),
+                             ("pushed_next_day_auc", "D-", "pushed model, the next day"),
                              ("popularity_auc", "^:", "item popularity")):
-        values = [r[key] if r[key] is not None else float("nan") for r in rows]
+        values = [r.get(key) if r.get(key) is not None else float("nan") for r in rows]
         ax.plot(dates, values, style, label=name)
     for i, r in enumerate(rows):
         if r["candidate_auc"] is not None and not r["blessed"]:

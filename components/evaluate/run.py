@@ -98,6 +98,7 @@ def run(config: Config, paths: RunPaths) -> EvalResult:
         "run_date": paths.ds, "run_id": paths.run_id, "eval_date": paths.eval_date.isoformat(),
         "candidate_dir": str(paths.model_dir), "candidate_digest": serving.tree_digest(paths.model_dir),
         "baseline_dir": str(base_dir) if base_dir else None, "baseline_version": base_version,
+        "baseline_data_date": (serving.read_push_record(base_dir) or {}).get("data_date") if base_dir else None,
         "candidate": cand, "baseline": base, "deltas": metrics.deltas(cand, base),
         POPULARITY: pop, "lift_over_popularity": _lift_over_popularity(cand, pop),
         "slices": metrics.slice_metrics(label, probs, scored["slices"], config.eval.min_slice_size),
