@@ -40,8 +40,11 @@ docs/operations.md.
 """
 
 PARAMS = {
-    "run_date": Param(None, type=["null", "string"], format="date",
-                      description="Data date D (YYYY-MM-DD). Empty: the last complete day of the run's data interval."),
+    # A text field, not format="date": the browser's date picker shows the user's locale (mm/dd/yyyy)
+    # while the data date is written YYYY-MM-DD everywhere else.
+    "run_date": Param(None, type=["null", "string"], pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                      description="Data date D, YYYY-MM-DD (a UTC day). Empty: the last complete day of the "
+                                  "run's data interval."),
     "train_days": Param(CONFIG.window.train_days, type="integer", minimum=1, maximum=90,
                         description="Days before D in the training window."),
     "epochs": Param(CONFIG.train.epochs, type="integer", minimum=1, maximum=100,

@@ -70,7 +70,8 @@ def _unrestricted():
 
 @pytest.mark.parametrize(
     ("param", "value"),
-    [("workers", 0), ("epochs", "ten"), ("min_auc", 1.5), ("train_days", 0), ("skip_push", "maybe")],
+    [("workers", 0), ("epochs", "ten"), ("min_auc", 1.5), ("train_days", 0), ("skip_push", "maybe"),
+     ("run_date", "11/05/2026"), ("run_date", "2026-11-05xyz")],
 )
 def test_form_refuses_out_of_range_params(nightly, param, value):
     from airflow.sdk.definitions.param import ParamsDict
@@ -175,6 +176,8 @@ def test_manual_run_now_gets_the_last_complete_interval_like_the_scheduled_run(n
 
 def test_the_dag_params_are_the_ones_resolve_run_accepts(nightly):
     assert set(nightly.params.keys()) == orch.RUN_PARAMS
+    # a text field: a "date" format makes the UI show a locale date picker (mm/dd/yyyy)
+    assert "format" not in nightly.params.get_param("run_date").schema
 
 
 def test_resolve_run_turns_params_into_config_overrides():
