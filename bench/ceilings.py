@@ -18,11 +18,15 @@ more than that asks for more than the data shows.
 """
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 from pipeline.contracts import features as F
+from pipeline.datagen.drift import DriftingWorld
+from pipeline.datagen.regimes import day_key
 from pipeline.datagen.world import World
 
 EVAL_REQUESTS = 40_000
@@ -57,4 +61,34 @@ def request_ceilings(world: World, train_keys: list[int], eval_key: int, train_r
                             ("content", np.hstack([appeal, history]), np.hstack([appeal_eval, history_eval]))):
         model = LogisticRegression(max_iter=1000).fit(x, y)
         out[name] = float(roc_auc_score(y_eval, model.predict_proba(x_eval)[:, 1]))
+    return out
+
+
+def night_ceilings(world: World | DriftingWorld, eval_day: dt.date, train_days: int = 3,
+                   requests_per_day: int = 4000, eval_requests: int = EVAL_REQUESTS,
+                   seed: int = 11) -> dict[str, float]:
+    """The ceilings of one night: a run for `eval_day` trained on the `train_days` days before it.
+
+    {"appeal", "content"}: `request_ceilings`, each training day's requests drawn from that day's
+    world (a drifting world's items, appeal, users and tastes of that day) and scored on the eval
+    day's; "ceiling": the generator's, the logistic regression on the true factors of the eval
+    day's users and items (pipeline/datagen/generator.py `ceiling_auc`). The regressions know the
+    true appeal of each day, so no staleness caps them: the gap between a model and these is what
+    the data cannot show plus what a stale model lost. For a static `World` the first two are
+    `request_ceilings`'s figures for the same days."""
+    from pipeline.datagen.generator import ceiling_auc
+
+    on = world.day if isinstance(world, DriftingWorld) else (lambda key: world)
+    eval_key = day_key(eval_day)
+    rng = np.random.default_rng([world.spec.seed, seed])
+    train = [_requests(on(key), key, requests_per_day, rng) for key in range(eval_key - train_days, eval_key)]
+    y, appeal, history = (np.concatenate(parts) for parts in zip(*train))
+    eval_world = on(eval_key)
+    y_eval, appeal_eval, history_eval = _requests(eval_world, eval_key, eval_requests, rng)
+    out = {}
+    for name, x, x_eval in (("appeal", appeal, appeal_eval),
+                            ("content", np.hstack([appeal, history]), np.hstack([appeal_eval, history_eval]))):
+        model = LogisticRegression(max_iter=1000).fit(x, y)
+        out[name] = float(roc_auc_score(y_eval, model.predict_proba(x_eval)[:, 1]))
+    out["ceiling"] = ceiling_auc(eval_world, eval_key)
     return out

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.config_sections import ExecutionConfig, ValidateConfig
-from pipeline.datagen.regimes import REGIMES
+from pipeline.datagen.regimes import PRESETS
 
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "window.train_days": (lambda v: v >= 1, "an int >= 1 (days)"),
@@ -55,7 +55,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "preprocess.direct_running_mode": (lambda v: v in ("auto", "in_memory", "multi_processing", "multi_threading"),
                                        "'auto', 'in_memory', 'multi_processing' or 'multi_threading'"),
     "generator.ctr": (lambda v: 0 < v < 1, "a rate in (0, 1)"),
-    "generator.regime": (lambda v: v in REGIMES, "a regime of pipeline/datagen/regimes.py"),
+    "generator.regime": (lambda v: v in PRESETS, "a regime or preset of pipeline/datagen/regimes.py"),
     "eval.min_auc": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
     "eval.max_auc_drop": (lambda v: v is None or 0 <= v <= 1, "null or a value in [0, 1]"),
     "eval.min_lift_over_baseline": (lambda v: v is None or -1 <= v <= 1, "null or a value in [-1, 1]"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import importlib
 import json
 import logging
 import time
@@ -77,7 +78,8 @@ def night(config: Config, day: dt.date, policies: P.Replay) -> dict[str, Any]:
 
 def _scores(config: Config, paths: RunPaths, policies: P.Replay, candidate: str | None, pushed: bool) -> dict:
     """Every model a policy serves (and tonight's candidate) on tonight's eval day; the policies move on."""
-    from components.evaluate.compare import POPULARITY, compare
+    compare_module = importlib.import_module("components.evaluate.compare")   # at run time, as orchestration
+    compare, POPULARITY = compare_module.compare, compare_module.POPULARITY
 
     wanted = policies.models_to_score(candidate) if candidate else policies.models_to_score("")
     models = {name: RunPaths.for_run(config, name, RUN_ID).model_dir for name in wanted if name}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipeline.config import load_config
 from pipeline.datagen.generator import generate
-from pipeline.datagen.regimes import REGIMES
+from pipeline.datagen.regimes import PRESETS
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--items", type=int)
     parser.add_argument("--ctr", type=float)
     parser.add_argument("--seed", type=int)
-    parser.add_argument("--regime", choices=list(REGIMES),
+    parser.add_argument("--regime", choices=list(PRESETS),
                         help="kind of world (default: config generator.regime; docs/data.md lists them)")
     parser.add_argument("--fault", action="append", default=[], metavar="DATE=SPEC",
                         help="plant a fault, e.g. 2026-11-03=shuffled_labels or 2026-11-04=malformed:0.05")

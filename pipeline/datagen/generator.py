@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from pipeline.contracts import features as F
 from pipeline.contracts import inputs
 from pipeline.datagen import faults as faults_mod
+from pipeline.datagen.drift import DriftingWorld
 from pipeline.datagen.regimes import day_key, regime_spec
 from pipeline.datagen.world import World
 from pipeline.paths import events_partition, items_partition
@@ -74,20 +75,21 @@ def generate(
     """
     faults = faults or {}
     parsed = {day: [faults_mod.parse(s) for s in specs] for day, specs in faults.items()}
-    world = World(regime_spec(regime, users=users, items=items, ctr=ctr, seed=seed))
-    catalog = _Catalog(world, days)
+    spec = regime_spec(regime, users=users, items=items, ctr=ctr, seed=seed)
+    catalog = _DriftingCatalog(DriftingWorld(spec)) if spec.drift else _Catalog(World(spec), days)
     reports = []
     for offset in range(days):
         day = start + dt.timedelta(days=offset)
         day_faults = parsed.get(day, [])
+        world, shown = catalog.on(day, offset)
         items_written = catalog.write_snapshot(Path(raw_root), day, offset, day_faults)
-        events, clicks = _write_events(Path(raw_root), day, world, catalog.launched(offset),
-                                       events_per_day, day_faults)
+        events, clicks = _write_events(Path(raw_root), day, world, shown, events_per_day, day_faults)
         reports.append(DayReport(day.isoformat(), events, clicks, items_written,
                                  [f.spec for f in day_faults]))
         log.info("wrote %s: %d events, ctr %.3f, %d items %s", day, events, clicks / max(events, 1),
                  items_written, [f.spec for f in day_faults] or "")
-    ceiling = ceiling_auc(world, day_key(start + dt.timedelta(days=days - 1))) if with_ceiling else float("nan")
+    last = start + dt.timedelta(days=days - 1)
+    ceiling = ceiling_auc(catalog.on(last, days - 1)[0], day_key(last)) if with_ceiling else float("nan")
     return GenerationReport(str(raw_root), seed, reports, ceiling, regime)
 
 
@@ -106,6 +108,10 @@ class _Catalog:
 
     def launched(self, offset: int) -> np.ndarray:
         return np.flatnonzero(self.launch_day <= offset)
+
+    def on(self, day: dt.date, offset: int) -> tuple[World, np.ndarray]:
+        """(the world of `day`, the items it may show): one world, the items launched by then."""
+        return self.world, self.launched(offset)
 
     def write_snapshot(self, raw_root: Path, day: dt.date, offset: int, day_faults: list) -> int:
         idx = self.launched(offset)
@@ -137,6 +143,26 @@ class _Catalog:
                 np.arange(0, images.size + 1, F.IMAGE_DIM, dtype=np.int32), pa.array(images.ravel())
             ),
         })
+
+
+class _DriftingCatalog(_Catalog):
+    """A drifting world's snapshots: each day's catalog is its own (pipeline/datagen/drift.py):
+    the items alive that day, shown, and the retired ones still listed, not shown."""
+
+    def __init__(self, timeline: DriftingWorld):        # no launch days: items come and go by themselves
+        self.timeline = timeline
+
+    def on(self, day: dt.date, offset: int) -> tuple[World, np.ndarray]:
+        """Day `day`'s world; write_snapshot then writes its catalog."""
+        self.world = self.timeline.day(day_key(day))
+        rows = np.arange(len(self.world.ids))
+        self.titles = np.array(self.world.titles(rows), dtype=object)
+        self.categories = np.array(self.world.categories(rows), dtype=object)
+        self.prices = self.world.prices
+        return self.world, self.world.shown
+
+    def launched(self, offset: int) -> np.ndarray:
+        return np.arange(len(self.world.ids))      # the whole catalog of the day `on` was given
 
 
 def _write_events(raw_root: Path, day: dt.date, world: World, launched: np.ndarray,

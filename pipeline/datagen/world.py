@@ -48,6 +48,23 @@ class WorldSpec:
     hidden_appeal: float = 0.3    # spread of the appeal its content does not show (only its clicks do)
     new_user_share: float = 0.0   # share of each day's impressions from users new that day
     image_content: str = "factors"  # "category": images carry only the item's category plus noise
+    drift: DriftSpec | None = None  # a world that moves day by day (pipeline/datagen/drift.py); None: it does not
+
+
+@dataclass(frozen=True)
+class DriftSpec:
+    """How a drifting world moves (pipeline/datagen/drift.py; the `drifting` preset's magnitudes are
+    in pipeline/datagen/regimes.py). Each catalog slot holds one item at a time: it lives a whole
+    number of days drawn once per slot from `item_life_days`, then a new item (a new id, new
+    factors) takes the slot; users come and go the same way over `user_life_days`."""
+
+    item_life_days: tuple[int, int]   # (shortest, longest) life of an item, in days
+    retired_kept_days: int            # a retired item stays in the snapshot (never shown) this many days
+    appeal_trend: float               # sd of the part of an item's appeal that trends up and down
+    appeal_period_days: int           # days between the trend's turning points
+    user_life_days: tuple[int, int]   # (shortest, longest) days a user keeps coming back
+    taste_drift: float                # share of a user's taste (variance) that moves
+    taste_period_days: int            # days between the moving part's turning points
 
 
 @dataclass(frozen=True)
@@ -214,4 +231,24 @@ def with_knobs(spec: WorldSpec, **knobs) -> WorldSpec:
         raise ValueError(f"image_content {out.image_content!r}: expected one of {IMAGE_CONTENTS}")
     if not 0 <= out.new_user_share < 1:
         raise ValueError(f"new_user_share {out.new_user_share}: expected a share in [0, 1)")
+    if isinstance(out.drift, dict):
+        out = replace(out, drift=_drift_spec(out.drift))
+    if out.drift is not None and out.new_user_share > 0:
+        raise ValueError("new_user_share with drift: a drifting world brings its own new users (user_life_days)")
     return out
+
+
+def _drift_spec(knobs: dict) -> DriftSpec:
+    """The DriftSpec of `knobs`, checked (an unknown or missing knob is a TypeError, as for WorldSpec)."""
+    drift = DriftSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
+    for name in ("item_life_days", "user_life_days"):
+        lo, hi = getattr(drift, name)
+        if not 1 <= lo <= hi:
+            raise ValueError(f"drift {name} {(lo, hi)}: expected (shortest, longest) days, 1 <= shortest <= longest")
+    if drift.retired_kept_days < 0 or drift.appeal_trend < 0:
+        raise ValueError("drift retired_kept_days and appeal_trend: expected values >= 0")
+    if drift.appeal_period_days < 1 or drift.taste_period_days < 1:
+        raise ValueError("drift appeal_period_days and taste_period_days: expected ints >= 1 (days)")
+    if not 0 <= drift.taste_drift <= 1:
+        raise ValueError(f"drift taste_drift {drift.taste_drift}: expected a share in [0, 1]")
+    return drift
