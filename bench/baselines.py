@@ -72,6 +72,29 @@ def _ids_lr(train: Day, test: Day) -> np.ndarray:
     return model.predict_proba(x(test))[:, 1]
 
 
+def _history_hot(day: Day, vocab: dict) -> sparse.csr_matrix:
+    """Multi-hot of each row's history items (ids the window showed), scaled to unit row sum."""
+    rows, cols, vals = [], [], []
+    for r, history in enumerate(day.history):
+        known = [vocab[h] for h in (history or []) if h in vocab]
+        for c in set(known):
+            rows.append(r)
+            cols.append(c)
+            vals.append(1.0 / len(set(known)))
+    return sparse.csr_matrix((vals, (rows, cols)), shape=(len(day.history), len(vocab) + 1))
+
+
+def _item_history_user_lr(train: Day, test: Day) -> np.ndarray:
+    """Logistic regression on one-hot item and user and the multi-hot history: the simple
+    baseline that beats item popularity on real data where who the user is matters."""
+    users = {u: i for i, u in enumerate(np.unique(train.users).tolist())}
+    items = {v: i for i, v in enumerate(np.unique(train.items).tolist())}
+    x = lambda d: sparse.hstack([_one_hot(d.users, users), _one_hot(d.items, items),  # noqa: E731
+                                 _history_hot(d, items)]).tocsr()
+    model = LogisticRegression(C=0.5, max_iter=1000).fit(x(train), train.label)
+    return model.predict_proba(x(test))[:, 1]
+
+
 def _content_features(day: Day, index: dict[int, int], images: np.ndarray, categories: np.ndarray) -> np.ndarray:
     rows = np.array([index.get(int(i), -1) for i in day.items])
     target = np.where(rows[:, None] >= 0, images[np.maximum(rows, 0)], 0.0)
@@ -103,6 +126,7 @@ def baselines(paths: RunPaths) -> dict[str, dict[str, float]]:
     out = {"constant": _metrics(test.label, np.full(len(test.label), rate)),
            "item_ctr": _metrics(test.label, per_item),
            "lr_user_item": _metrics(test.label, _ids_lr(train, test)),
+           "lr_item_history_user": _metrics(test.label, _item_history_user_lr(train, test)),
            "lr_content_history": _metrics(test.label, _content_lr(train, test, paths))}
     log.info("baselines: %s", out)
     return out

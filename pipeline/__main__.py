@@ -1,4 +1,4 @@
-"""`python -m pipeline <command>`: generate-data, demo."""
+"""`python -m pipeline <command>`: generate-data, import-ratings, replay, demo."""
 from __future__ import annotations
 
 import sys
@@ -6,7 +6,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ("generate-data", "demo")
+    commands = ("generate-data", "import-ratings", "replay", "demo")
     if not argv or argv[0] not in commands:
         sys.stderr.write(f"usage: python -m pipeline {{{','.join(commands)}}} [options]\n")
         return 2
@@ -15,6 +15,14 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.datagen.cli import main as generate_main
 
         return generate_main(rest)
+    if command == "import-ratings":
+        from pipeline.datagen.ratings_import import main as import_main
+
+        return import_main(rest)
+    if command == "replay":
+        from pipeline.replay import main as replay_main
+
+        return replay_main(rest)
     from pipeline.demo import main as demo_main
 
     return demo_main(rest)
