@@ -97,11 +97,15 @@ supervise() {  # the command, started again whenever it dies: what systemd or a 
 stack_start_workers() {
   # A worker that dies (SIGKILL, OOM, a lost host) is restarted, not the stack taken down: the
   # scheduler fails its task once the heartbeat stops, and the retry runs on the new worker.
-  local queue concurrency
+  # RECO_TRAINING_WORKER_ENV: the training worker's own environment (KEY=VALUE ...), as a GPU host's
+  # differs; a run's tasks still use the run's config (pipeline/run_config.py) and say where it differs.
+  local queue concurrency extra
   for queue in default training; do
     concurrency=1; [ "$queue" = default ] && concurrency="$CORES"
+    extra=(); [ "$queue" = training ] && read -r -a extra <<< "${RECO_TRAINING_WORKER_ENV:-}"
     mkdir -p "$AIRFLOW_HOME/workers/$queue"
-    START_DIR="$AIRFLOW_HOME/workers/$queue" start_proc "worker-$queue" supervise airflow celery worker \
+    START_DIR="$AIRFLOW_HOME/workers/$queue" start_proc "worker-$queue" supervise env "${extra[@]}" \
+      airflow celery worker \
       --queues "$queue" --concurrency "$concurrency" --celery-hostname "$queue@%h" --skip-serve-logs
   done
 }

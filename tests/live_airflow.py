@@ -219,6 +219,9 @@ def _live_airflow():
         shutil.rmtree(root, ignore_errors=True)
 
 
+TRAINING_WORKER_BATCH = 333       # the training worker's own eval.batch_size: differs from the run's
+
+
 @pytest.fixture
 def live(_live_airflow):
     """(config, LiveAirflow) on the production-shaped stack (PostgreSQL + Redis + CeleryExecutor,
@@ -229,7 +232,10 @@ def live(_live_airflow):
         _live_airflow["roots"].append(root)
         _live_airflow["config"] = _story_config(root)
         # A task whose worker died fails after 30 s without a heartbeat (Airflow's default: 300 s).
-        env = {"RECO_CONFIG": str(root / "params.yaml"), "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30"}
+        # The training worker has an environment of its own (RECO_TRAINING_WORKER_ENV): the run's
+        # config still holds on it (pipeline/run_config.py; the story test checks the train log).
+        env = {"RECO_CONFIG": str(root / "params.yaml"), "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+               "RECO_TRAINING_WORKER_ENV": f"RECO__EVAL__BATCH_SIZE={TRAINING_WORKER_BATCH}"}
         airflow = _live_airflow["airflow"] = LiveAirflow(root / "airflow", env)
         airflow.start()
         assert airflow.login().status_code == 201

@@ -23,7 +23,7 @@ from pipeline.contracts.inputs import SUCCESS_MARKER, mark_landed
 from pipeline.paths import events_partition
 from tests.components.train.conftest import worker_processes
 from tests.docs import readme_ui
-from tests.live_airflow import DAG_ID, STORY_DAY
+from tests.live_airflow import DAG_ID, STORY_DAY, TRAINING_WORKER_BATCH
 
 pytestmark = pytest.mark.airflow
 
@@ -137,6 +137,12 @@ def test_a_night_waits_for_its_data_survives_a_killed_celery_worker_and_a_forced
     second_try = airflow.task_log(run_id, "train", 2)
     assert f"RECO RETRY dag={DAG_ID} run={run_id} task=train try=2: try 1 did not succeed" in second_try, \
         second_try[-3000:]
+    # One config per run: the training worker's own environment differs, the run's config is used.
+    run_batch = run_file(config, STORY_DAY, "config.json")["config"]["eval"]["batch_size"]
+    assert run_batch != TRAINING_WORKER_BATCH
+    assert run_file(config, STORY_DAY, "train/config.json")["eval"]["batch_size"] == run_batch
+    assert (f"eval.batch_size={TRAINING_WORKER_BATCH} (run: {run_batch}); the run's config is used"
+            in second_try), second_try[-3000:]
 
     hitl = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/approve_forced_push/-1/hitlDetails"
     airflow.wait_for("the approval request", lambda: airflow.task_state(run_id, "approve_forced_push")
