@@ -25,6 +25,9 @@ from pipeline.config import PROJECT_ROOT
 from pipeline.paths import RunPaths
 
 log = logging.getLogger("bench.replay")
+# Training modes: the full-window retrain every night (the default), or incremental: warm start
+# from the served model, trained on the new day only.
+MODES = {"full": {}, "incremental": {"train.warm_start": "served", "window.train_days": 1}}
 WORLDS = {
     # first data date, nights, config overrides
     "drifting": (dt.date(2026, 11, 4), 14, {"generator.regime": "drifting", "window.train_days": 3}),
@@ -92,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world", choices=sorted(WORLDS), required=True)
+    parser.add_argument("--mode", choices=sorted(MODES), default="full", help="training mode (default full)")
     parser.add_argument("--nights", type=int, help="default: the world's (drifting 14, movietweetings 30)")
     parser.add_argument("--work", type=Path, help="the replay's folder (kept, resumable); default var/bench-replay-W")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
@@ -100,18 +104,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     start, nights, sets = WORLDS[args.world]
     nights = args.nights or nights
-    work = (args.work or PROJECT_ROOT / "var" / f"bench-replay-{args.world}").resolve()
+    name = args.world + ("" if args.mode == "full" else f"_{args.mode}")
+    work = (args.work or PROJECT_ROOT / "var" / f"bench-replay-{name}").resolve()
     raw = work / "raw"
-    config = replay.replay_config(work, raw, None, {**sets, **parse_sets(args.set)})
-    if not raw.exists():
-        prepare(args.world, raw, start, nights, config.window.train_days)
+    config = replay.replay_config(work, raw, None, {**sets, **MODES[args.mode], **parse_sets(args.set)})
+    if not raw.exists():    # the full window's days, whatever the mode trains on
+        prepare(args.world, raw, start, nights, sets["window.train_days"])
     state = replay.run(config, work, start, nights)
-    result = figures(args.world, state, baseline_aucs(config, state))
+    result = figures(args.world, state, baseline_aucs(config.with_overrides(sets), state))
+    result["mode"] = args.mode
     result["config_digest"] = run_config.digest(config)
     images = PROJECT_ROOT / "docs" / "images"
     images.mkdir(exist_ok=True)
-    shutil.copyfile(work / "replay.png", images / f"replay_{args.world}.png")
-    write_result(f"replay_{args.world}", result)
+    shutil.copyfile(work / "replay.png", images / f"replay_{name}.png")
+    write_result(f"replay_{name}", result)
     return result
 
 

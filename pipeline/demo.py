@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     tasks = sum(task_seconds(config, dt.date.fromisoformat(s["run_date"])) for s in summaries)
     timing = {"wall_s": wall, "dag_s": dag_seconds, "task_s": tasks,
               "overhead_fraction": (dag_seconds - tasks) / dag_seconds if dag_seconds else 0.0,
-              "nights": [{k: s.get(k) for k in ("run_date", "blessed", "candidate_auc", "popularity_auc")}
+              "nights": [{k: s.get(k) for k in ("run_date", "blessed", "candidate_auc", "baseline_auc",
+                                                "popularity_auc", "pushed")}
                          for s in summaries]}
     (logs / "timing.json").write_text(json.dumps(timing, indent=2))
     sys.stdout.write("\n=== demo summary ===\n" + "\n".join(describe(s) for s in summaries)
