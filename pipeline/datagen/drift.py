@@ -39,6 +39,7 @@ from pipeline.datagen.world import (
     Population,
     World,
     WorldSpec,
+    bias_for_ctr,
 )
 
 ID_GENERATIONS = 256       # a slot's item ids come back after this many of its items (>= 256 x its life: years)
@@ -195,15 +196,7 @@ class DriftingWorld:
             day = self.day(key)
             users, items = day.sample_impressions(rng, 20_000 // len(CALIBRATION_KEYS))
             logits.append(day.click_logit(day.returning, users, items))
-        logits = np.concatenate(logits)
-        lo, hi = -20.0, 20.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if np.mean(1 / (1 + np.exp(-(logits + mid)))) > self.spec.ctr:
-                hi = mid
-            else:
-                lo = mid
-        return (lo + hi) / 2
+        return bias_for_ctr(np.concatenate(logits), self.spec.ctr)
 
 
 class DriftDay(World):

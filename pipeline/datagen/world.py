@@ -208,15 +208,7 @@ class World:
         self.bias = 0.0
         pop = self.population(0)
         users, items = self.sample_impressions(rng, 20_000, pop)
-        logits = self.click_logit(pop, users, items)
-        lo, hi = -20.0, 20.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if np.mean(1 / (1 + np.exp(-(logits + mid)))) > self.spec.ctr:
-                hi = mid
-            else:
-                lo = mid
-        return (lo + hi) / 2
+        return bias_for_ctr(self.click_logit(pop, users, items), self.spec.ctr)
 
     def ceiling_features(self, pop: Population, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """What a logistic regression on the true hidden factors sees."""
@@ -252,3 +244,15 @@ def _drift_spec(knobs: dict) -> DriftSpec:
     if not 0 <= drift.taste_drift <= 1:
         raise ValueError(f"drift taste_drift {drift.taste_drift}: expected a share in [0, 1]")
     return drift
+
+
+def bias_for_ctr(logits: np.ndarray, ctr: float) -> float:
+    """The bias that makes the mean click probability of `logits` equal `ctr` (bisection)."""
+    lo, hi = -20.0, 20.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if np.mean(1 / (1 + np.exp(-(logits + mid)))) > ctr:
+            hi = mid
+        else:
+            lo = mid
+    return (lo + hi) / 2

@@ -24,8 +24,6 @@ def test_evaluate_alone_refuses_an_eval_day_re_exported_from_the_window(runs, tm
     last training day would be judged on the model's own training rows; it is refused instead."""
     import shutil
 
-    import yaml
-
     from tests.components.evaluate.fixtures import CLEAN_DAY
 
     raw = tmp_path / "raw"
@@ -34,13 +32,7 @@ def test_evaluate_alone_refuses_an_eval_day_re_exported_from_the_window(runs, tm
     shutil.rmtree(raw / "events" / f"ds={CLEAN_DAY}")
     shutil.copytree(raw / "events" / f"ds={day_before}", raw / "events" / f"ds={CLEAN_DAY}")
     config, paths = runs.make(CLEAN_DAY, **{"data.raw_root": str(raw), "window.train_days": 2})
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
-    done = subprocess.run([sys.executable, "-m", "components.evaluate", "--config", str(tmp_path / "params.yaml"),
-                           "--date", CLEAN_DAY.isoformat(), "--run-id", paths.run_id],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, done.stderr[-3000:]
-    lines = [line for line in done.stderr.splitlines() if "refused" in line]
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = _refused_lines(tmp_path, config, paths)
     assert f"events partitions ds={day_before} and ds={CLEAN_DAY} hold the same event ids" in lines[0]
     assert f"are also in training partition(s) ds={day_before}" in lines[0]
     assert not (paths.eval_dir / "BLESSED").exists()
@@ -56,7 +48,6 @@ def test_evaluate_refuses_an_eval_day_below_min_rows_alone_and_in_process(runs, 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     import pytest
-    import yaml
 
     from components.evaluate import run
     from pipeline.contracts import features as F
@@ -73,13 +64,7 @@ def test_evaluate_refuses_an_eval_day_below_min_rows_alone_and_in_process(runs, 
     shown = pc.indices_nonzero(pc.equal(table.column(F.LABEL), 0)).to_pylist()[:3]
     pq.write_table(table.take(sorted(clicked + shown)), folder / "part-00000.parquet")
     config, paths = runs.make(CLEAN_DAY, **{"data.raw_root": str(raw), "window.train_days": 2})
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
-    done = subprocess.run([sys.executable, "-m", "components.evaluate", "--config", str(tmp_path / "params.yaml"),
-                           "--date", CLEAN_DAY.isoformat(), "--run-id", paths.run_id],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, done.stderr[-3000:]
-    lines = [line for line in done.stderr.splitlines() if "refused" in line]
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = _refused_lines(tmp_path, config, paths)
     assert (f"evaluate refused: ValidationError: evaluate: eval day ds={CLEAN_DAY}: 5 usable rows (of 5 read), "
             f"below eval.min_rows=200: too few to judge a model") in lines[0]
     assert not (paths.eval_dir / "BLESSED").exists() and not (paths.eval_dir / "NOT_BLESSED").exists()
@@ -87,3 +72,19 @@ def test_evaluate_refuses_an_eval_day_below_min_rows_alone_and_in_process(runs, 
         run(config, paths)
     low = config.with_overrides({"eval.min_rows": 5})            # a team that means it can say so
     assert run(low, paths).examples == 5
+
+
+def _refused_lines(tmp_path, config, paths) -> list[str]:
+    """The evaluate CLI on `config`'s run: exit 2, one refusal line, no traceback."""
+    import yaml
+
+    from tests.components.evaluate.fixtures import CLEAN_DAY
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))
+    done = subprocess.run([sys.executable, "-m", "components.evaluate", "--config", str(tmp_path / "params.yaml"),
+                           "--date", CLEAN_DAY.isoformat(), "--run-id", paths.run_id],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if "refused" in line]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    return lines
