@@ -36,6 +36,13 @@ WORLDS = {
 }
 
 
+# The policies a team could run instead of the gate (the oracle needs tomorrow's labels).
+PRACTICAL = ("push_unless_worse", "keep_unless_better", "better_with_confidence", "always_push", "never_retrain",
+             "popularity")
+GOALS = {"goal_gate_minus_best_practical": -0.002, "goal_regret_to_oracle": 0.005,
+         "goal_gate_minus_popularity": 0.02, "goal_above_popularity_share": 0.8, "goal_gate_minus_lr": 0.01}
+
+
 def prepare(world: str, raw: Path, start: dt.date, nights: int, train_days: int) -> None:
     """The raw partitions the replay reads: generated, or imported from the vendored ratings."""
     if world == "drifting":
@@ -82,6 +89,11 @@ def figures(world: str, state: dict, lr: dict[str, float | None]) -> dict:
             "lr_item_history_user_mean": statistics.mean(b for _, _, b in pairs),
             "gate_minus_lr_mean": statistics.mean(g - b for g, _, b in pairs),
         })
+    practical = {p: summary[p]["mean_next_day_auc"] for p in PRACTICAL if summary[p]["mean_next_day_auc"] is not None}
+    best = max(practical, key=practical.get)
+    out.update({"best_practical_policy": best, "best_practical_mean": practical[best],
+                "gate_minus_best_practical": summary["gate"]["mean_next_day_auc"] - practical[best],
+                **GOALS})
     out["train_s_per_night"] = statistics.mean(n["seconds"].get("train", 0.0) for n in nights)
     out["night_s_median"] = statistics.median(sum(n["seconds"].values()) for n in nights)
     out["per_night"] = [{"date": n["date"], "candidate_auc": n.get("candidate_auc"), "served_auc": n.get("served_auc"),
