@@ -129,7 +129,7 @@ def refusal(err: BaseException, expected: tuple[type[BaseException], ...]) -> st
     return f"{type(err).__name__}: {text}"
 
 
-def run_step(args: argparse.Namespace, run, expected_error: type[Exception], *extra,
+def run_step(args: argparse.Namespace, run, expected_error: type[Exception] | tuple[type[Exception], ...], *extra,
              extra_overrides: dict | None = None) -> int:
     """Run a step for the CLI: its result to stdout (and --result-json), a refusal as one line
     and exit 2."""

@@ -17,9 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = add_run_arguments(parser).parse_known_args(argv)
     setup_logging()
     from components.preprocess import run
+    from components.preprocess.run import WorkerPoolError
     from pipeline.contracts.inputs import ValidationError
 
-    return run_step(args, run, ValidationError, beam_args)
+    return run_step(args, run, (ValidationError, WorkerPoolError), beam_args)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@ import json
 import logging
 import os
 import shutil
+import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 from components.preprocess.report import row_report
@@ -88,6 +91,136 @@ def spills_shuffle(options) -> bool:
     return (options.view_as(StandardOptions).runner or "").lower() in DIRECT_NAMES
 
 
+# The Job API's runners (PortableRunner and its Flink/Spark subclasses), and the experiment
+# (`--experiments=skip_worker_pool_check`) that turns the worker-pool check off.
+PORTABLE_RUNNERS = ("portablerunner", "flinkrunner", "sparkrunner")
+SKIP_POOL_CHECK = "skip_worker_pool_check"
+# A worker the pool starts imports apache_beam's SDK harness and calls back: ~1.5 s here.
+WORKER_POOL_CHECK_S = 20.0
+
+
+class WorkerPoolError(RuntimeError):
+    """The EXTERNAL environment's worker pool cannot start an SDK worker that reaches the runner."""
+
+
+def _loopback(address: str) -> bool:
+    host = address.rpartition("://")[2].rsplit(":", 1)[0].strip("[]").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _external_pool(options) -> str | None:
+    """The worker pool's address when the job runs on this host in an EXTERNAL environment at a
+    loopback address: only then does this process see the pool the job service will ask. (On a
+    cluster, `localhost:50000` is each node's own pool sidecar, resolved there.)"""
+    from apache_beam.options.pipeline_options import DebugOptions, PortableOptions
+
+    opts = options.get_all_options()
+    portable = options.view_as(PortableOptions)
+    runner = (opts.get("runner") or "").lower().rsplit(".", 1)[-1]
+    if (portable.environment_type or "").upper() != "EXTERNAL" or runner not in PORTABLE_RUNNERS \
+            or options.view_as(DebugOptions).lookup_experiment(SKIP_POOL_CHECK):
+        return None
+    config = portable.environment_config or ""
+    pool = (json.loads(config).get("url") if config.lstrip().startswith("{") else config) \
+        or portable.lookup_environment_option("external_service_address")
+    masters = [opts.get("job_endpoint")]
+    if runner == "flinkrunner" and opts.get("flink_master") not in ("[auto]", "[local]"):
+        masters.append(opts.get("flink_master"))
+    if runner == "sparkrunner" and not (opts.get("spark_master_url") or "local").startswith("local"):
+        masters.append(opts.get("spark_master_url"))
+    here = all(not m or m == "embed" or _loopback(m) for m in masters)
+    return pool if pool and here and _loopback(pool) else None
+
+
+def check_worker_pool(options, timeout_s: float = WORKER_POOL_CHECK_S) -> None:
+    """Fail in seconds, naming the cause, when the EXTERNAL worker pool cannot start an SDK worker.
+
+    The pool (apache_beam.runners.worker.worker_pool_main) starts each worker as
+    `python -c "from apache_beam.runners.worker.sdk_worker import SdkHarness; ..."` with the first
+    `python` on the pool's own PATH, and answers StartWorker as soon as that process is spawned. A
+    python without apache_beam dies at once, in the pool's log only; the runner waits for a worker
+    that never connects, and the client gives up when PortableOptions.job_server_timeout (300 s)
+    ends the job's state stream with a bare DEADLINE_EXCEEDED. So before submitting: ask the pool
+    for one worker whose control endpoint is a server of ours, wait for it to call, let it go.
+    """
+    pool = _external_pool(options)
+    if not pool:
+        return
+    from concurrent import futures
+
+    import grpc
+    from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc, endpoints_pb2
+
+    called = threading.Event()
+
+    def control(_responses, _context):            # the worker's control stream: end it at once
+        called.set()
+        return iter(())
+
+    class Callback(grpc.GenericRpcHandler):
+        def service(self, details):
+            if details.method.endswith("/BeamFnControl/Control"):
+                return grpc.stream_stream_rpc_method_handler(
+                    control, request_deserializer=beam_fn_api_pb2.InstructionResponse.FromString,
+                    response_serializer=beam_fn_api_pb2.InstructionRequest.SerializeToString)
+            called.set()      # any other Fn API call (a container executable's boot asks for its
+                              # provision info first): a worker process is talking to us
+            return None
+
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    server.add_generic_rpc_handlers((Callback(),))
+    endpoint = endpoints_pb2.ApiServiceDescriptor(url=f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}")
+    server.start()
+    worker_id = f"reco-pool-check-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    try:
+        with grpc.insecure_channel(pool) as channel:
+            stub = beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
+            try:
+                response = stub.StartWorker(beam_fn_api_pb2.StartWorkerRequest(
+                    worker_id=worker_id, control_endpoint=endpoint, logging_endpoint=endpoint,
+                    artifact_endpoint=endpoint, provision_endpoint=endpoint), timeout=timeout_s)
+            except grpc.RpcError as err:
+                raise WorkerPoolError(f"no Beam worker pool answers at {pool} (--environment_config): "
+                                      f"{err.code().name}: {err.details()}") from None
+            if response.error:
+                raise WorkerPoolError(f"the worker pool at {pool} cannot start an SDK worker: "
+                                      f"{response.error.strip().splitlines()[-1]}")
+            try:
+                if not called.wait(timeout_s):
+                    raise WorkerPoolError(
+                        f"the worker pool at {pool} started an SDK worker, but none called back within "
+                        f"{timeout_s:.0f} s: the pool runs each worker with the first `python` on the pool's own "
+                        "PATH (`python -c 'from apache_beam.runners.worker.sdk_worker import SdkHarness; ...'`), and "
+                        "that python cannot run Beam's SDK harness (most often it is not this environment's python "
+                        "and lacks apache_beam: ModuleNotFoundError in the pool's log). Start the pool with this "
+                        f"environment first on its PATH: PATH={Path(sys.executable).parent}:$PATH {sys.executable} "
+                        "-m apache_beam.runners.worker.worker_pool_main --service_port PORT "
+                        f"(--experiments={SKIP_POOL_CHECK} turns this check off)")
+                log.info("worker pool %s started an SDK worker that called back in %.1f s", pool,
+                         time.monotonic() - started)
+            finally:                              # the pool forgets the worker (and reaps its process)
+                try:
+                    stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id=worker_id), timeout=15)
+                except grpc.RpcError as err:
+                    log.warning("worker pool %s: stopping the check's worker: %s", pool, err.code().name)
+    finally:
+        server.stop(0)
+
+
+def _warn_job_deadline(options) -> None:
+    """job_server_timeout is also the deadline of the job's whole state stream (measured: a 15 s
+    job with --job_server_timeout=5 fails at 5 s with DEADLINE_EXCEEDED), not only of connecting."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    runner = options.get_all_options().get("runner") or ""
+    explicit = options.get_all_options(drop_default=True).get("job_server_timeout")
+    if runner.lower().rsplit(".", 1)[-1] in PORTABLE_RUNNERS and explicit is None:
+        log.warning("%s: a job that runs longer than --job_server_timeout (%d s) fails with DEADLINE_EXCEEDED; "
+                    "set it in preprocess.beam_args above the run's duration (docs/preprocess.md)",
+                    runner, options.view_as(PortableOptions).job_server_timeout)
+
+
 def _shard_counts(config: Config) -> dict[str, int]:
     workers, pre = config.train.workers, config.preprocess
     return {"train": workers * pre.readers_per_worker * pre.shard_multiple,
@@ -162,6 +295,8 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
                    for f, rows in event_ids.read_partition(day, files).repeats.items() if len(rows)}
         what = f"writing the examples and transform of run {paths.run_id}"
         require_free(paths.run_dir, events * MIN_EXAMPLE_BYTES, what)
+        _warn_job_deadline(options)
+        check_worker_pool(options)
         with disk_full_named(paths.run_dir, what), beam.Pipeline(options=options) as p:
             build(p, config, inputs, out, shards, repeats, spill=spills_shuffle(options))
         examples_tmp = Path(out["examples"])
