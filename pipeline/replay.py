@@ -92,6 +92,18 @@ def _scores(config: Config, paths: RunPaths, policies: P.Replay, candidate: str 
     return {"aucs": scored["aucs"], "eval_rows": scored["rows"], **step}
 
 
+def _serve_as_recorded(config: Config, last: dict[str, Any]) -> None:
+    """A night killed after its push left its version serving: the resumed night must be judged
+    against what the last finished night left, so that version is re-served (push's rollback)."""
+    paths = RunPaths.for_run(config, last["date"], RUN_ID)
+    if last.get("served_version") is None or _served_version(paths) == last["served_version"]:
+        return
+    rollback = importlib.import_module("components.push.rollback").rollback
+    log.warning("replay: version %s serves, the last finished night left version %s: re-serving it",
+                _served_version(paths), last["served_version"])
+    rollback(config, "replay resumed after a killed night", to_version=last["served_version"])
+
+
 def _get(results: dict, step: str, key: str):
     return results.get(step, {}).get(key)
 
@@ -114,6 +126,8 @@ def run(config: Config, root: Path, start: dt.date, nights: int) -> dict[str, An
         raise ConfigError(f"{out} was replayed with another config: use a new --root")
     policies = P.Replay(**state.get("policies", {}))
     done = {n["date"] for n in state["nights"]}
+    if state["nights"]:
+        _serve_as_recorded(config, state["nights"][-1])
     for k in range(nights):
         day = start + dt.timedelta(days=k)
         if day.isoformat() in done:

@@ -31,3 +31,10 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     saved = json.loads((tmp_path / "replay.json").read_text())
     assert saved["nights"] == nights and (tmp_path / "replay.png").stat().st_size > 0
     assert "| gate |" in (tmp_path / "replay.md").read_text()
+
+    # Killed after night 2's push, before its record: the resumed night is judged against what
+    # night 1 left serving (re-served), not against night 2's own first candidate.
+    (tmp_path / "replay.json").write_text(json.dumps(first))       # the record as night 1 left it
+    again = replay.run(config, tmp_path, start, 2)["nights"][1]
+    assert again["served_auc"] == pytest.approx(again["next_day"]["gate"], abs=1e-6)
+    assert again["served_auc"] == pytest.approx(two["served_auc"], abs=1e-6)     # night 1's model, as before
