@@ -24,9 +24,15 @@ WORKER = [
     "jinja2>=3.1",
     "psutil>=5.9",
     "kubernetes>=29",                       # the training launcher pod's API client (kube_client.py)
+    # data.artifact_store: s3:// (pipeline/storage.py mirrors each step's outputs where the step runs);
+    # tested against Swift's S3 API (tests/pipeline/test_s3_store.py). gs:// needs gcsfs beside it.
+    "s3fs>=2024.6",
 ]
 # Polars: its writer's default output is one of the encodings the raw contract is tested against.
-DEV = ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "ruff>=0.5", "polars>=1.0"]
+# grpcio-tools: protoc for the TF Serving protos vendored in docker/serving/protos (the configs'
+# test); 1.76: the releases after it need setuptools >= 77 (1.78-1.80) or protobuf 7 (1.84 on).
+DEV = ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.6", "ruff>=0.5", "polars>=1.0",
+       "grpcio-tools>=1.76,<1.77"]
 
 setup(
     name="reco-nightly",

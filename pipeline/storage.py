@@ -111,9 +111,15 @@ def _run_outputs(paths) -> tuple[Path, ...]:
 
 def _shared(config, paths):
     """(local folder, store filesystem, its path there) of each cross-run folder of one-object
-    files: the validation history, whose earlier days the drift checks read."""
+    files: the validation history, whose earlier days the drift checks read.
+    Its listing is read afresh on each call: fsspec keeps one filesystem instance per process, and
+    the listing cache of s3fs that `find` fills is never refreshed (s3fs 2026.9), so the "is it in
+    the store?" checks of a later push would answer from what a pull listed before the step
+    (tests/pipeline/test_s3_store.py)."""
     for folder in (paths.validation_history_dir,):
-        yield (folder, *filesystem(_url(config, folder)))
+        fs, root = filesystem(_url(config, folder))
+        fs.invalidate_cache(root)
+        yield folder, fs, root
 
 
 @contextlib.contextmanager
