@@ -1,8 +1,11 @@
 """No Docker engine here: check statically what can be checked, so the images and compose file line up."""
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pipeline.config import PROJECT_ROOT
@@ -133,21 +136,104 @@ def _mounted(container_path: str) -> Path:
     raise AssertionError(f"{container_path} is not mounted into tf-serving")
 
 
-def test_tf_serving_batches_exactly_the_shapes_the_push_warms_up():
-    """TF Serving's parsers for these two files are not in tensorflow-serving-api's pip package
-    (no MonitoringConfig or BatchingParameters protos there): their fields are checked here."""
+# TF Serving's own protos for the two files (not in tensorflow-serving-api's pip package), vendored
+# from the release docker-compose pins (docker/serving/protos/*, Apache-2.0, see each header).
+PROTOS = DOCKER / "serving" / "protos"
+BATCHING = "tensorflow.serving.BatchingParameters"
+MONITORING = "tensorflow.serving.MonitoringConfig"
+
+
+@pytest.fixture(scope="module")
+def serving_protos(tmp_path_factory):
+    """Compile the vendored protos with `python -m grpc_tools.protoc` (grpcio-tools) into a
+    descriptor set: their TensorFlow and well-known imports come from the installed wheels' own
+    descriptors, so nothing but TF Serving's two files is vendored. Returns full name -> class."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
+    from tensorflow.core.protobuf import config_pb2, named_tensor_pb2
+
+    out = tmp_path_factory.mktemp("serving-protos")
+    deps, seen = descriptor_pb2.FileDescriptorSet(), set()
+
+    def add(file):
+        if file.name not in seen:
+            seen.add(file.name)
+            for dependency in file.dependencies:
+                add(dependency)
+            file.CopyToProto(deps.file.add())
+
+    for module in (wrappers_pb2, config_pb2, named_tensor_pb2):
+        add(module.DESCRIPTOR)
+    (out / "deps.pb").write_bytes(deps.SerializeToString())
+    sources = sorted(str(p.relative_to(PROTOS)) for p in PROTOS.rglob("*.proto"))
+    assert sources == ["tensorflow_serving/config/monitoring_config.proto",
+                       "tensorflow_serving/servables/tensorflow/session_bundle_config.proto"]
+    # In a child: protoc's C++ protobuf and the one TensorFlow loaded into this process clash
+    # (protoc.main segfaults here after a test has run a TF Session).
+    protoc = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={PROTOS}",
+                             f"--descriptor_set_in={out / 'deps.pb'}", "--include_imports",
+                             f"--descriptor_set_out={out / 'serving.pb'}", *sources],
+                            capture_output=True, text=True, timeout=120)
+    assert protoc.returncode == 0, f"protoc could not compile docker/serving/protos: {protoc.stderr}"
+    pool = descriptor_pool.DescriptorPool()
+    for file in descriptor_pb2.FileDescriptorSet.FromString((out / "serving.pb").read_bytes()).file:
+        pool.Add(file)
+    return lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+
+
+def parse_text_proto(path: Path, message_class):
+    """`path` as TF Serving reads it (ParseProtoTextFile: text format, unknown fields refused)."""
+    from google.protobuf import text_format
+
+    return text_format.Parse(path.read_text(), message_class())
+
+
+def test_the_vendored_protos_are_tf_serving_s_and_carry_its_licence():
+    for path in PROTOS.rglob("*.proto"):
+        text = path.read_text()
+        assert "Licensed under the Apache License, Version 2.0" in text and "tag 2.20.0" in text, path
+        assert "package tensorflow.serving;" in text, path
+    assert "Apache License" in (PROTOS / "LICENSE").read_text()
+
+
+def test_tf_serving_batches_exactly_the_shapes_the_push_warms_up(serving_protos):
+    """The batching and monitoring files parse as TF Serving's BatchingParameters and
+    MonitoringConfig (a misspelt or mistyped field fails here, not at the server's start), and
+    the batcher's shapes are the push's warmup shapes."""
     from pipeline.config import load_config
 
     flags = _serving_flags()
     assert flags["enable_batching"] == "true" and int(flags["num_load_threads"]) >= 1
-    batching = _mounted(flags["batching_parameters_file"]).read_text()
-    allowed = [int(v) for v in re.findall(r"^allowed_batch_sizes: (\d+)$", batching, re.MULTILINE)]
-    assert int(re.search(r"max_batch_size \{ value: (\d+) \}", batching).group(1)) == max(allowed)
+    batching = parse_text_proto(_mounted(flags["batching_parameters_file"]), serving_protos(BATCHING))
+    allowed = list(batching.allowed_batch_sizes)
+    # TF Serving's rules (session_bundle_config.proto): increasing, the last one max_batch_size.
+    assert allowed == sorted(set(allowed)) and batching.max_batch_size.value == allowed[-1]
+    assert batching.HasField("batch_timeout_micros") and batching.num_batch_threads.value >= 1
     env = compose()["x-airflow"]["environment"]
     pushed = load_config(env={"RECO__PUSH__WARMUP_BATCH_SIZES": env["RECO__PUSH__WARMUP_BATCH_SIZES"]})
-    assert list(pushed.push.warmup_batch_sizes) == allowed == sorted(allowed)
-    monitoring = _mounted(flags["monitoring_config_file"]).read_text()
-    assert re.search(r"prometheus_config \{\s+enable: true\s+path: \"/monitoring/prometheus/metrics\"", monitoring)
+    assert list(pushed.push.warmup_batch_sizes) == allowed
+    monitoring = parse_text_proto(_mounted(flags["monitoring_config_file"]), serving_protos(MONITORING))
+    assert monitoring.prometheus_config.enable
+    assert monitoring.prometheus_config.path == "/monitoring/prometheus/metrics"
+
+
+@pytest.mark.parametrize(("name", "typo"), [
+    ("batching", ("max_batch_size {", "max_batch_sise {")),                     # unknown field
+    ("batching", ("batch_timeout_micros { value: 1000 }", "batch_timeout_micros: 1000")),  # a wrapper, not int
+    ("batching", ("allowed_batch_sizes: 8", "allowed_batch_sizes: eight")),      # not an int64
+    ("monitoring", ("enable: true", "enabled: true")),                          # unknown field
+    ("monitoring", ("prometheus_config {", "prometheus {")),                    # unknown message field
+])
+def test_a_wrong_field_in_a_serving_config_fails_the_parse(serving_protos, tmp_path, name, typo):
+    from google.protobuf import text_format
+
+    flags = _serving_flags()
+    source = _mounted(flags[f"{name}_parameters_file" if name == "batching" else f"{name}_config_file"])
+    text = source.read_text()
+    assert typo[0] in text
+    copy = tmp_path / source.name
+    copy.write_text(text.replace(typo[0], typo[1], 1))
+    with pytest.raises(text_format.ParseError):
+        parse_text_proto(copy, serving_protos(BATCHING if name == "batching" else MONITORING))
 
 
 def test_the_push_labels_versions_on_the_compose_tf_serving():
