@@ -62,6 +62,7 @@ class PreprocessConfig:
     compression: str = ""                # "" or "GZIP"; uncompressed reads much faster (docs/benchmarks.md)
     staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
     staging_pin_h: float = 24.0          # a staged run is kept until trained, or this long (contracts/staged.py)
+    analysis_cache: bool = False         # tf.Transform analysis cached per training day (docs/preprocess.md)
 
 
 @dataclass(frozen=True)
@@ -152,9 +153,9 @@ class TrainConfig:
 class EvalConfig:
     min_auc: float | None = 0.55
     max_log_loss: float | None = None
-    max_auc_drop: float | None = 0.01     # candidate AUC may be at most this below baseline
+    max_auc_drop: float | None = 0.0      # candidate AUC may be at most this below the served model's
     min_lift_over_baseline: float | None = 0.01  # AUC must beat the window's item popularity by this
-    drop_needs_significance: bool = True  # ...unless the paired bootstrap cannot tell them apart
+    drop_needs_significance: bool = False  # true: a drop passes while the bootstrap cannot tell them apart
     slices: tuple[str, ...] = ("category", "platform")
     min_slice_size: int = 100
     bootstrap_samples: int = 200

@@ -185,7 +185,7 @@ def test_resolve_run_turns_params_into_config_overrides():
                             None, pendulum.datetime(2026, 11, 9, tz="UTC"), "manual__2026-11-09T00:00:00+00:00")
     config, paths = spec.load()
     assert config.train.workers == 3 and config.train.epochs == 1 and spec.skip_push
-    assert config.eval.min_auc is None and config.eval.max_auc_drop == 0.01   # empty = off; absent = configured
+    assert config.eval.min_auc is None and config.eval.max_auc_drop == 0.0    # empty = off; absent = configured
     assert paths.run_id == "manual__2026-11-09T00_00_00_00_00" and spec.run_date == "2026-11-08"
 
 

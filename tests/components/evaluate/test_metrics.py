@@ -107,8 +107,9 @@ def test_gate_checks_every_configured_threshold():
 
 
 def test_gate_does_not_flag_a_drop_the_paired_bootstrap_cannot_tell_from_noise():
-    """The demo's case: 0.627 vs 0.641, paired interval of the difference [-0.037, +0.008]."""
-    cfg = EvalConfig(min_auc=0.55, max_auc_drop=0.01)
+    """The significance rule (eval.drop_needs_significance, off by default since the replays):
+    0.627 vs 0.641, paired interval of the difference [-0.037, +0.008]."""
+    cfg = EvalConfig(min_auc=0.55, max_auc_drop=0.01, drop_needs_significance=True)
     noise = {"low": -0.037, "high": 0.008}
     v = gate.decide(cfg, _m(0.627), _m(0.641), 1, noise)
     assert v.blessed and any("indistinguishable" in p for p in v.passed)
@@ -121,6 +122,17 @@ def test_gate_does_not_flag_a_drop_the_paired_bootstrap_cannot_tell_from_noise()
     assert not gate.decide(cfg, _m(0.50), _m(0.51), 1, {"low": -0.03, "high": 0.01}).blessed
 
 
+def test_by_default_the_served_model_stays_unless_the_candidate_is_at_least_as_good():
+    """The rule the replays chose (docs/benchmarks.md): demo night 2 pushed a candidate 0.015 below
+    the served model because the interval [-0.0294, +0.0006] reached 0; the default keeps it."""
+    cfg = EvalConfig(min_lift_over_baseline=None)
+    demo_night_2 = {"low": -0.0294, "high": 0.0006}
+    v = gate.decide(cfg, _m(0.7895), _m(0.8041), 1, demo_night_2)
+    assert not v.blessed and "served version 1" in v.reasons[0]
+    assert gate.decide(cfg, _m(0.8041), _m(0.8041), 1, {"low": -0.01, "high": 0.01}).blessed
+    assert gate.decide(cfg, _m(0.81), _m(0.8041), 1, None).blessed
+
+
 def test_a_paired_bootstrap_separates_noise_from_a_real_drop():
     """End to end on arrays: a rescored copy of the same model is noise; a model that lost its
     signal on half the users is a real drop the gate refuses."""
@@ -131,7 +143,7 @@ def test_a_paired_bootstrap_separates_noise_from_a_real_drop():
     served = 1 / (1 + np.exp(-(taste * 1.5 - 2 + rng.normal(0, 0.8, 6000))))
     same = 1 / (1 + np.exp(-(taste * 1.5 - 2 + rng.normal(0, 0.8, 6000))))
     broken = np.where(users % 2 == 0, rng.random(6000), same)
-    cfg = EvalConfig(min_auc=0.55, max_auc_drop=0.0)
+    cfg = EvalConfig(min_auc=0.55, max_auc_drop=0.0, drop_needs_significance=True)
     for candidate, blessed in ((same, True), (broken, False)):
         diff = metrics.user_bootstrap(label, users, candidate, served, samples=200, seed=0)["auc_diff"]
         cand, base = metrics.binary_metrics(label, candidate), metrics.binary_metrics(label, served)
