@@ -62,7 +62,6 @@ class PreprocessConfig:
     compression: str = ""                # "" or "GZIP"; uncompressed reads much faster (docs/benchmarks.md)
     staging_keep_runs: int = 2           # newest staged runs kept on the local SSD (current always)
     staging_pin_h: float = 24.0          # a staged run is kept until trained, or this long (contracts/staged.py)
-    analysis_cache: bool = False         # tf.Transform analysis cached per training day (docs/preprocess.md)
 
 
 @dataclass(frozen=True)
