@@ -202,8 +202,34 @@ WARM_START = (["", "eval AUC", "log loss", "train wall", "preprocess wall", "bes
     ("warm_start", "warm / cold", "", "", "{warm_over_cold_train_s:.3g}×",
      "{warm_over_cold_preprocess_and_train_s:.3g}× (preprocess + train)", ""),
 ])
+REPLAY_WORLDS = ("replay_movietweetings", "replay_drifting")
+REPLAY_POLICIES_ORDER = ("gate", "push_unless_worse", "keep_unless_better", "better_with_confidence", "always_push",
+                         "never_retrain", "popularity", "oracle")
+REPLAY_GOALS = (["replay", "figure", "measured", "reference (same nights)", "difference", "goal", "met?"], [
+    row for w in REPLAY_WORLDS for row in [
+        (w, "{world}, {nights} nights", "the gate's rule (`{rule}`): served model, mean next-day AUC",
+         "{rule_mean_next_day_auc:.4f}", "best other practical policy ({best_other_policy}): {best_other_mean:.4f}",
+         "**{rule_minus_best_other:+.4f}**", "≥ {goal_rule_minus_best_other:+g}",
+         ("rule_minus_best_other", "≥", "goal_rule_minus_best_other")),
+        (w, "{world}", "the gate's rule: regret to the oracle (mean)", "{rule_regret_to_oracle:.4f}", "", "",
+         "≤ {goal_regret_to_oracle:g}", ("rule_regret_to_oracle", "≤", "goal_regret_to_oracle")),
+        (w, "{world}", "served model − item popularity, next day (mean)", "**{rule_minus_popularity_mean:+.4f}**",
+         "above it on {rule_above_popularity_share:.0%} of nights", "", "≥ +{goal_rule_minus_popularity:g}",
+         ("rule_minus_popularity_mean", "≥", "goal_rule_minus_popularity")),
+        (w, "{world}", "served model − LR item + history + user, next day (mean)", "**{rule_minus_lr_mean:+.4f}**",
+         "LR: {lr_item_history_user_mean:.4f}", "", "≥ +{goal_rule_minus_lr:g}",
+         ("rule_minus_lr_mean", "≥", "goal_rule_minus_lr")),
+    ]])
+REPLAY_POLICIES = (["replay", "policy", "mean next-day AUC", "regret to oracle", "nights scored"], [
+    (w, "{world}", p, f"{{{p}_mean_next_day_auc:.4f}}", f"{{{p}_regret_to_oracle:.4f}}", f"{{{p}_nights}}")
+    for w in REPLAY_WORLDS for p in REPLAY_POLICIES_ORDER])
+REPLAY_MODES = (["replay", "training mode", "the gate's rule: mean next-day AUC", "always push: mean next-day AUC",
+                 "train seconds per night (mean)"], [
+    (w, "{world}", "{mode}", "{rule_mean_next_day_auc:.4f}", "{always_push_mean_next_day_auc:.4f}",
+     "{train_s_per_night:.1f} s") for w in ("replay_drifting", "replay_drifting_incremental")])
 BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZES, SCALE_STAGES, SCALE_FIT],
           "encoder": [ENCODER],
           "train": [TRAIN_SETUP, TRAIN_RATES, TRAIN_RATIOS], "serving": [SERVING, SERVING_BY_ID, SERVING_FOOTPRINT],
           "quality": [QUALITY], "quality-regimes": [QUALITY_REGIMES], "goal-reach": [GOAL_REACH],
-          "ensemble": [ENSEMBLE], "epochs": [EPOCHS], "warm-start": [WARM_START]}
+          "ensemble": [ENSEMBLE], "epochs": [EPOCHS], "warm-start": [WARM_START],
+          "replay": [REPLAY_GOALS, REPLAY_POLICIES, REPLAY_MODES]}
