@@ -31,7 +31,8 @@ def airflow(command: str, log_file: Path) -> float:
     start = time.perf_counter()
     with open(log_file, "w") as out:
         done = subprocess.run(["bash", "-c", f"source {ENV_SCRIPT} && {command}"], stdout=out,
-                              stderr=subprocess.STDOUT, cwd=PROJECT_ROOT)
+                              stderr=subprocess.STDOUT, cwd=PROJECT_ROOT,
+                              env={**os.environ, "RECO_AIRFLOW_IGNORE_STACK": "1"})   # SQLite, whatever ran here
     if done.returncode != 0:
         tail = log_file.read_text().splitlines()[-40:]
         raise RuntimeError(f"`{command}` failed (exit {done.returncode}); last lines of {log_file}:\n"

@@ -11,6 +11,17 @@ export TF_USE_LEGACY_KERAS=1
 export TF_CPP_MIN_LOG_LEVEL=2
 export PATH="$ROOT/.venv/bin:$PATH"
 
+# A second shell beside a running `make airflow-celery`: the CLI talks to that stack's PostgreSQL
+# and Redis (the stack writes their settings here, owner-only, when it starts), not to an empty
+# SQLite. What picks its database itself (the stack scripts, make demo) sets RECO_AIRFLOW_IGNORE_STACK.
+if [ -z "${RECO_AIRFLOW_IGNORE_STACK:-}" ] && [ -s "$AIRFLOW_HOME/stack.cli.env" ]; then
+  set -a
+  # shellcheck disable=SC1091
+  source "$AIRFLOW_HOME/stack.cli.env"
+  set +a
+  echo "airflow_env.sh: the CLI uses the Celery stack's PostgreSQL ($AIRFLOW_HOME/stack.cli.env)" >&2
+fi
+
 reco_airflow_init() {
   mkdir -p "$AIRFLOW_HOME"
   # The SQLite metadata DB (connections, variables, users' sessions) is owner-only from its first

@@ -79,6 +79,10 @@ stack_start_services() {  # postgres and redis, in the foreground of background 
   set +a
   export AIRFLOW__CELERY__BROKER_URL="redis://:$REDIS_PASSWORD@127.0.0.1:$REDIS_PORT/0"
   export AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql+psycopg2://reco:$PG_PASSWORD@127.0.0.1:$PG_PORT/airflow"
+  # What `source scripts/airflow_env.sh` in a second shell needs to reach this stack (owner-only).
+  install -m 600 /dev/null "$AIRFLOW_HOME/stack.cli.env"
+  env | grep -E '^AIRFLOW__(DATABASE__SQL_ALCHEMY_CONN|CORE__EXECUTOR|CELERY__[A-Z_]+)=' \
+    >"$AIRFLOW_HOME/stack.cli.env"
 }
 
 supervise() {  # the command, started again whenever it dies: what systemd or a pod's restart does

@@ -15,6 +15,7 @@
 # Not `airflow standalone`: it binds 0.0.0.0, ignores SIGINT when backgrounded, and SIGTERM to it
 # alone leaves its children running.
 set -euo pipefail
+export RECO_AIRFLOW_IGNORE_STACK=1      # this script picks the database itself (airflow_env.sh)
 source "$(dirname "$0")/airflow_env.sh"
 
 HOST="${RECO_AIRFLOW_HOST:-127.0.0.1}"
@@ -37,7 +38,9 @@ STACK="${RECO_AIRFLOW_STACK:-local}"
 if [ "$STACK" = celery ]; then
   # shellcheck source=scripts/airflow_stack.sh
   source "$(dirname "$0")/airflow_stack.sh"
-elif [ "$STACK" != local ]; then
+elif [ "$STACK" = local ]; then
+  rm -f "$AIRFLOW_HOME/stack.cli.env"       # SQLite in this home now: a second shell's CLI follows
+else
   echo "RECO_AIRFLOW_STACK: '$STACK', expected 'local' (SQLite + LocalExecutor) or 'celery'" >&2
   exit 2
 fi

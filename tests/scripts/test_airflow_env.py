@@ -54,3 +54,25 @@ def test_no_sqlite_file_is_made_for_a_postgres_metadata_db(tmp_path):
     done = init(tmp_path / "airflow", AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://reco@127.0.0.1/airflow")
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (tmp_path / "airflow" / "airflow.db").exists()
+
+
+def _conn(home, **env) -> str:
+    script = (f"source {PROJECT_ROOT}/scripts/airflow_env.sh && "
+              'echo "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN|$AIRFLOW__CORE__EXECUTOR"')
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")},
+                               "AIRFLOW_HOME": str(home), **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_second_shell_follows_the_running_celery_stack_and_the_demo_does_not(tmp_path):
+    """`source scripts/airflow_env.sh` beside `make airflow-celery` pointed the CLI at SQLite
+    ("Database migration required"; following the hint made an empty SQLite DB)."""
+    home = tmp_path / "airflow"
+    home.mkdir()
+    assert _conn(home) == "|LocalExecutor"                                        # no stack: SQLite
+    (home / "stack.cli.env").write_text("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgresql+psycopg2://reco:pw@"
+                                        "127.0.0.1:15432/airflow\nAIRFLOW__CORE__EXECUTOR=CeleryExecutor\n")
+    assert _conn(home) == "postgresql+psycopg2://reco:pw@127.0.0.1:15432/airflow|CeleryExecutor"
+    assert _conn(home, RECO_AIRFLOW_IGNORE_STACK="1") == "|LocalExecutor"
