@@ -1,24 +1,29 @@
-"""`python -m pipeline replay` on the tiny generated days: the real chain, night after night."""
+"""`python -m pipeline replay` on a few real days of the vendored MovieTweetings ratings: the real
+chain, night after night."""
+import datetime as dt
 import json
 
 import pytest
 
 from pipeline import replay, run_config
-from tests.conftest import FIRST_DAY
 
 pytestmark = pytest.mark.integration
 
 
-def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its_last_night(
-        tiny_config, raw_data, tmp_path):
+def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its_last_night(tiny_config, tmp_path):
+    from pipeline.datagen import ratings_import
+
+    raw = tmp_path / "raw"
+    assert ratings_import.main(["--out", str(raw), "--start", "2013-08-29", "--end", "2013-08-31"]) == 0
     sets = {k: v for k, v in run_config.flat(tiny_config).items() if not k.startswith("data.")}
-    sets.update({"window.train_days": 2, "train.epochs": 1, "train.workers": 1})
-    config = replay.replay_config(tmp_path, tiny_config.data.raw_root, None, sets)
-    start = FIRST_DAY.replace(day=FIRST_DAY.day + 2)
-    first = replay.run(config, tmp_path, start, 1)                # then "killed"
-    state = replay.run(config, tmp_path, start, 2)                # continues with night 2 only
+    sets.update({"window.train_days": 1, "train.epochs": 1, "train.workers": 1, "eval.min_auc": 0.0})
+    work = tmp_path / "replay"
+    config = replay.replay_config(work, raw, None, sets)
+    start = dt.date(2013, 8, 30)
+    first = replay.run(config, work, start, 1)                    # then "killed"
+    state = replay.run(config, work, start, 2)                    # continues with night 2 only
     nights = state["nights"]
-    assert [n["date"] for n in nights] == [start.isoformat(), "2026-11-04"]
+    assert [n["date"] for n in nights] == ["2013-08-30", "2013-08-31"]
     assert nights[0] == first["nights"][0]                        # night 1 was not run again
     one, two = nights
     assert one["verdict"] == "BLESSED" and one["pushed"] and one["served_version"] == 1
@@ -28,13 +33,13 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     assert two["next_day"]["always_push"] == two["next_day"]["gate"] == two["aucs"][start.isoformat()]
     assert two["next_day"]["popularity"] == pytest.approx(two["popularity_auc"], abs=1e-6)
     assert set(state["summary"]) == set(replay.P.POLICIES)
-    saved = json.loads((tmp_path / "replay.json").read_text())
-    assert saved["nights"] == nights and (tmp_path / "replay.png").stat().st_size > 0
-    assert "| gate |" in (tmp_path / "replay.md").read_text()
+    saved = json.loads((work / "replay.json").read_text())
+    assert saved["nights"] == nights and (work / "replay.png").stat().st_size > 0
+    assert "| gate |" in (work / "replay.md").read_text()
 
     # Killed after night 2's push, before its record: the resumed night is judged against what
     # night 1 left serving (re-served), not against night 2's own first candidate.
-    (tmp_path / "replay.json").write_text(json.dumps(first))       # the record as night 1 left it
-    again = replay.run(config, tmp_path, start, 2)["nights"][1]
+    (work / "replay.json").write_text(json.dumps(first))           # the record as night 1 left it
+    again = replay.run(config, work, start, 2)["nights"][1]
     assert again["served_auc"] == pytest.approx(again["next_day"]["gate"], abs=1e-6)
     assert again["served_auc"] == pytest.approx(two["served_auc"], abs=1e-6)     # night 1's model, as before
