@@ -42,7 +42,7 @@ docs/operations.md.
 PARAMS = {
     # A text field, not format="date": the browser's date picker shows the user's locale (mm/dd/yyyy)
     # while the data date is written YYYY-MM-DD everywhere else.
-    "run_date": Param(None, type=["null", "string"], pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    "run_date": Param(None, type=["null", "string"], pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
                       description="Data date D, YYYY-MM-DD (a UTC day). Empty: the last complete day of the "
                                   "run's data interval."),
     "train_days": Param(CONFIG.window.train_days, type="integer", minimum=1, maximum=90,

@@ -71,7 +71,7 @@ def _unrestricted():
 @pytest.mark.parametrize(
     ("param", "value"),
     [("workers", 0), ("epochs", "ten"), ("min_auc", 1.5), ("train_days", 0), ("skip_push", "maybe"),
-     ("run_date", "11/05/2026"), ("run_date", "2026-11-05xyz")],
+     ("run_date", "11/05/2026"), ("run_date", "2026-11-05xyz"), ("run_date", "2026-13-01")],
 )
 def test_form_refuses_out_of_range_params(nightly, param, value):
     from airflow.sdk.definitions.param import ParamsDict
