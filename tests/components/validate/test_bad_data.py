@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from components.validate import ValidationError, run
-from pipeline.config_sections import PROJECT_ROOT
 from pipeline.contracts import features as F
 from pipeline.paths import RunPaths
 from tests.components.preprocess.helpers import RUN_DATE, generate_raw
+from tests.components.validate.cli import validate_cli
 from tests.conftest import make_tiny_config
 
 SMALL = {"generator.events_per_day": 400, "generator.items": 100, "generator.users": 150}
@@ -88,11 +85,7 @@ def test_a_non_utf8_title_is_one_line_and_exit_2_from_the_cli(tmp_path):
     """The fault that passed validate and then killed preprocess with ArrowInvalid (exit 1, retried)."""
     config = _setup(tmp_path)
     _set_bytes(_items_file(config), F.TITLE, [0])
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(config.to_dict()))
-    done = subprocess.run([sys.executable, "-m", "components.validate", "--config", str(params),
-                           "--date", RUN_DATE.isoformat()], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = validate_cli(tmp_path, config, RUN_DATE)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     (line,) = [x for x in done.stderr.splitlines() if "refused" in x]
     assert f"items partition ds={RUN_DATE} (items.parquet): column 'title' holds 1 values that are not UTF-8" in line

@@ -18,6 +18,7 @@ from pipeline.config_sections import PROJECT_ROOT
 from pipeline.contracts import features as F
 from pipeline.paths import RunPaths
 from tests.components.preprocess.helpers import FIRST_DAY, RUN_DATE, generate_raw
+from tests.components.validate.cli import validate_cli
 from tests.conftest import make_tiny_config
 
 SMALL = {"generator.events_per_day": 400, "generator.items": 100, "generator.users": 150}
@@ -159,11 +160,7 @@ def test_a_full_artifact_volume_is_one_line_from_the_validate_cli(tmp_path):
     with small_disk(tmp_path / "artifacts", 256 * 1024) as disk:
         config = _setup(tmp_path, **{"data.artifact_root": str(disk)})
         fill(disk)
-        params = tmp_path / "params.yaml"
-        params.write_text(yaml.safe_dump(config.to_dict()))
-        done = subprocess.run([sys.executable, "-m", "components.validate", "--config", str(params),
-                               "--date", RUN_DATE.isoformat()], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                              timeout=300)
+        done = validate_cli(tmp_path, config, RUN_DATE)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
         (line,) = [x for x in done.stderr.splitlines() if "disk full" in x]
         assert "No space left on device" in line and "free space there and retry" in line
