@@ -78,7 +78,8 @@ try:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
 except OSError as err:
     sys.exit(f"bringing the namespace's loopback up: {err}")
-print(kind, flush=True)
+sys.stdout.write(kind + "\n")                 # the parent reads the kind, then waits
+sys.stdout.flush()
 sys.stdin.read()
 '''
 
