@@ -239,7 +239,7 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
     """One record a person reads first: rows, AUCs, blessing, served version, where things are."""
     from pipeline.contracts import serving
 
-    _, paths = spec.load()
+    config, paths = spec.load()
     validation = paths.validation_dir / "report.json"
     validated = json.loads(validation.read_text()) if validation.exists() else {}
     pre = PreprocessResult.from_dict(results["preprocess"]) if results.get("preprocess") else None
@@ -274,8 +274,7 @@ def summarize(spec: RunSpec, results: dict[str, dict | None], gate_reason: str |
     out.write_text(json.dumps(summary, indent=2))
     log.info("SUMMARY %s", json.dumps(summary))
     if ev and Path(ev.metrics_path).exists():       # read now: tonight's push record exists by now
-        nights = trend.nights(paths.run_dir.parent.parent, limit=len(json.loads(
-            Path(ev.metrics_path).read_text()).get("trend") or []) or 14)
+        nights = trend.nights(paths.run_dir.parent.parent, limit=config.eval.trend_nights)
         log.info("TREND of the last %d nights (%s):\n%s", len(nights), Path(ev.report_path).parent / "trend.png",
                  "\n".join(trend.table_lines(nights)))
     return summary

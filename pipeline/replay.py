@@ -81,8 +81,7 @@ def _scores(config: Config, paths: RunPaths, policies: P.Replay, candidate: str 
     compare_module = importlib.import_module("components.evaluate.compare")   # at run time, as orchestration
     compare, POPULARITY = compare_module.compare, compare_module.POPULARITY
 
-    wanted = policies.models_to_score(candidate) if candidate else policies.models_to_score("")
-    models = {name: RunPaths.for_run(config, name, RUN_ID).model_dir for name in wanted if name}
+    models = {name: RunPaths.for_run(config, name, RUN_ID).model_dir for name in policies.models_to_score(candidate)}
     try:
         scored = compare(config, paths, models, candidate) if models else {"aucs": {}, "diffs": {}, "rows": 0}
     except Exception as err:                    # noqa: BLE001 - an unscorable day: no policy is judged on it

@@ -61,7 +61,7 @@ class Replay:
     previous_candidate: str | None = None
     served_before: str | None = None     # the gate's model before the previous night (the oracle's other choice)
 
-    def models_to_score(self, candidate: str) -> set[str]:
+    def models_to_score(self, candidate: str | None) -> set[str]:
         """Tonight's candidate, every model a policy serves, and yesterday's candidate (the oracle's)."""
         names = {candidate, self.previous_candidate, self.served_before, *self.served.values()}
         return {n for n in names if n is not None and n != "popularity"}
