@@ -49,5 +49,7 @@ setup(
         "console_scripts": [
             "reco-generate-data=pipeline.datagen.cli:main",
         ],
+        # The DAG's timetable (run ids that name the data date): pipeline/airflow_plugin.py.
+        "airflow.plugins": ["recommender = pipeline.airflow_plugin:RecommenderPlugin"],
     },
 )

@@ -11,7 +11,6 @@ import logging
 import pendulum
 from airflow.sdk import (
     AsyncCallback,
-    CronDataIntervalTimetable,
     DeadlineAlert,
     DeadlineReference,
     Param,
@@ -23,6 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from pipeline import alerts, assets, native_logs
 from pipeline import orchestration as orch
+from pipeline.airflow_plugin import NightlyTimetable
 from pipeline.approval import ForcedPushApproval
 from pipeline.config import load_config
 from pipeline.data_landed import WaitForData
@@ -260,7 +260,7 @@ SHAPES = {"local": (_local_steps, _local_push), "kubernetes": (_pod_steps, _pod_
 
 @dag(
     dag_id="recommender_nightly",
-    schedule=CronDataIntervalTimetable(CONFIG.schedule.cron, timezone=CONFIG.schedule.timezone),
+    schedule=NightlyTimetable(CONFIG.schedule.cron, CONFIG.schedule.timezone),
     start_date=pendulum.datetime(2026, 1, 1, tz=CONFIG.schedule.timezone),
     catchup=False,
     # More than one run at a time: a run deferred on its data wait holds no slot another needs;

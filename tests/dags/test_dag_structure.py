@@ -48,18 +48,37 @@ def test_task_graph(nightly):
 
 def test_schedule_has_day_long_data_intervals(nightly):
     """A bare cron string gives zero-length intervals in Airflow 3; the timetable must not."""
-    from airflow.sdk import CronDataIntervalTimetable
     from airflow.timetables.base import DataInterval
-    from airflow.timetables.interval import CronDataIntervalTimetable as SchedulerTimetable
 
-    assert isinstance(nightly.timetable, CronDataIntervalTimetable)
-    assert nightly.timetable.expression == "0 2 * * *"
-    # What the scheduler builds from this definition:
-    timetable = SchedulerTimetable(nightly.timetable.expression, nightly.timetable.timezone)
+    from pipeline.airflow_plugin import NightlyTimetable
+
+    assert isinstance(nightly.timetable, NightlyTimetable)
+    assert nightly.timetable.summary == "0 2 * * *"
     last = DataInterval(pendulum.datetime(2026, 11, 6, 2, tz="UTC"), pendulum.datetime(2026, 11, 7, 2, tz="UTC"))
-    nxt = timetable.next_dagrun_info(last_automated_data_interval=last, restriction=_unrestricted())
+    nxt = nightly.timetable.next_dagrun_info(last_automated_data_interval=last, restriction=_unrestricted())
     assert nxt.data_interval.end - nxt.data_interval.start == dt.timedelta(days=1)
     assert nxt.logical_date == pendulum.datetime(2026, 11, 7, 2, tz="UTC")
+
+
+def test_scheduled_and_backfill_run_ids_name_the_data_date_and_survive_serialization(nightly):
+    """The runs list shows run ids only: a scheduled or backfill run's id starts with its data date
+    (the day its tasks process), a manual run's stays Airflow's (its date is the form's). The
+    scheduler reads the DAG back from its serialized form: the plugin's class must come back."""
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.timetables.base import DataInterval
+    from airflow.utils.types import DagRunType
+
+    timetable = DagSerialization.from_dict(DagSerialization.to_dict(nightly)).timetable
+    assert type(timetable).__name__ == "NightlyTimetable"
+    interval = DataInterval(pendulum.datetime(2026, 11, 5, 2, tz="UTC"), pendulum.datetime(2026, 11, 6, 2, tz="UTC"))
+    run_after = interval.end
+    ids = {kind: timetable.generate_run_id(run_type=kind, run_after=run_after, data_interval=interval)
+           for kind in (DagRunType.SCHEDULED, DagRunType.BACKFILL_JOB, DagRunType.MANUAL)}
+    assert ids[DagRunType.SCHEDULED] == "scheduled__data-2026-11-05__2026-11-06T02:00:00+00:00"
+    assert ids[DagRunType.BACKFILL_JOB] == "backfill__data-2026-11-05__2026-11-06T02:00:00+00:00"
+    assert ids[DagRunType.MANUAL] == "manual__2026-11-06T02:00:00+00:00"
+    spec = orch.resolve_run({}, interval.start, run_after, ids[DagRunType.SCHEDULED], interval.end)
+    assert spec.run_date == "2026-11-05"
 
 
 def _unrestricted():
@@ -161,9 +180,8 @@ def test_manual_run_now_gets_the_last_complete_interval_like_the_scheduled_run(n
     """The UI form pre-fills Logical Date = now: Airflow infers the data interval from the
     timetable, and D is the day that interval starts, the same D the 02:00 run used."""
     from airflow.timetables.base import DataInterval
-    from airflow.timetables.interval import CronDataIntervalTimetable as SchedulerTimetable
 
-    timetable = SchedulerTimetable(nightly.timetable.expression, nightly.timetable.timezone)
+    timetable = nightly.timetable
     triggered = pendulum.datetime(2026, 12, 1, 6, 9, tz="UTC")
     interval = timetable.infer_manual_data_interval(run_after=triggered)
     assert orch.data_date({}, triggered, triggered, interval.end) == dt.date(2026, 11, 30)

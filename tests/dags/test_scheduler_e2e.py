@@ -33,6 +33,16 @@ def run_id_of(reply) -> str:
     return reply.json()["dag_run_id"]
 
 
+def test_the_timetable_plugin_is_loaded_where_the_runs_are_named(live):
+    """The API server lists our timetable from the package's entry point, and the scheduler
+    parsed the DAG with it (a DAG whose timetable were unknown would fail to load and no run
+    would start): scheduled and backfill runs are named by data date (test_dag_structure)."""
+    _, airflow = live
+    plugins = {p["name"]: p for p in airflow.api("GET", "/plugins").json()["plugins"]}
+    assert any("NightlyTimetable" in t for t in plugins["recommender"]["timetables"]), plugins
+    assert airflow.api("GET", f"/dags/{DAG_ID}").json()["timetable_summary"] == "0 2 1 1 *"
+
+
 def test_conf_refusals(live):
     _, airflow = live
     for bad in ({"workers": 0}, {"epochs": "two"}, {"run_date": "2026-13-01"}):
