@@ -1,4 +1,4 @@
-"""`python -m pipeline <command>`: generate-data, import-ratings, replay, demo."""
+"""`python -m pipeline <command>`: generate-data, import-ratings, replay, demo, config-doc."""
 from __future__ import annotations
 
 import sys
@@ -6,7 +6,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ("generate-data", "import-ratings", "replay", "demo")
+    commands = ("generate-data", "import-ratings", "replay", "demo", "config-doc")
     if not argv or argv[0] not in commands:
         sys.stderr.write(f"usage: python -m pipeline {{{','.join(commands)}}} [options]\n")
         return 2
@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.replay import main as replay_main
 
         return replay_main(rest)
+    if command == "config-doc":
+        from pipeline.config_doc import main as config_doc_main
+
+        return config_doc_main(rest)
     from pipeline.demo import main as demo_main
 
     return demo_main(rest)

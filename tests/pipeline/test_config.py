@@ -116,3 +116,15 @@ def test_a_removed_key_is_refused_saying_why(tmp_path, old, why):
                  lambda: load_config(env={f"RECO__{section.upper()}__{key.upper()}": "1"})):
         with pytest.raises(ConfigError, match=f"'{old}' was removed .*{why}.*: delete it"):
             load()
+
+
+def test_the_config_table_is_current_and_every_key_says_what_it_is():
+    """docs/config.md is generated from config_sections.py; a key added without a one-line
+    comment, or a default changed without regenerating the table, fails here."""
+    from pipeline import config_doc
+
+    rows = config_doc.rows()
+    assert len(rows) == len({key for key, _, _ in rows}) > 100
+    assert [key for key, _, what in rows if not what] == []
+    assert ("train.workers", "2", "gang size: MultiWorkerMirroredStrategy workers") in rows
+    assert config_doc.main(["--check"]) == 0, "run: python -m pipeline config-doc"
