@@ -27,7 +27,7 @@ PYTEST := $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS
 
 # Every tier, in one session (the heavy set-ups are built once): tests/tiers.py says what each holds.
 test: setup
-	$(PY) -m ruff check pipeline components dags tests bench
+	$(PY) -m ruff check pipeline components airflow_glue dags tests bench
 	$(PYTEST) --durations=15 tests
 
 # The unit tier: no Beam pipeline, no gang, no Airflow process (tests/tiers.py enforces it).
@@ -44,7 +44,7 @@ test-packaging: setup
 	$(PY) -m pytest -q -m packaging tests
 
 lint: setup
-	$(PY) -m ruff check pipeline components dags tests bench
+	$(PY) -m ruff check pipeline components airflow_glue dags tests bench
 
 demo: setup
 	$(PY) -m pipeline demo

@@ -40,7 +40,7 @@ setup(
     description="Nightly retraining of a multimodal CTR recommender: Airflow 3, Beam + tf.Transform, "
     "multi-worker TensorFlow, TF Serving push.",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*"]),
+    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*", "airflow_glue"]),
     package_data={"components.evaluate": ["templates/*.html.j2"]},
     # `pipeline/` (config, contracts, DAG-side orchestration) needs only these; each side adds its extra.
     install_requires=COMMON,
@@ -49,7 +49,7 @@ setup(
         "console_scripts": [
             "reco-generate-data=pipeline.datagen.cli:main",
         ],
-        # The DAG's timetable (run ids that name the data date): pipeline/airflow_plugin.py.
-        "airflow.plugins": ["recommender = pipeline.airflow_plugin:RecommenderPlugin"],
+        # The DAG's timetable (run ids that name the data date): airflow_glue/plugin.py.
+        "airflow.plugins": ["recommender = airflow_glue.plugin:RecommenderPlugin"],
     },
 )

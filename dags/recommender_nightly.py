@@ -20,12 +20,13 @@ from airflow.sdk import (
 )
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from pipeline import alerts, assets, native_logs
+from airflow_glue import assets
+from airflow_glue.approval import ForcedPushApproval
+from airflow_glue.data_landed import WaitForData
+from airflow_glue.plugin import NightlyTimetable
+from pipeline import alerts, native_logs
 from pipeline import orchestration as orch
-from pipeline.airflow_plugin import NightlyTimetable
-from pipeline.approval import ForcedPushApproval
 from pipeline.config import load_config
-from pipeline.data_landed import WaitForData
 
 log = logging.getLogger(__name__)
 CONFIG = load_config()  # a YAML read, no database: safe at parse time
@@ -223,7 +224,7 @@ def _local_steps(spec, validated):
 def _pod_steps(spec, validated):
     """The pod shape: the same CLIs as pods of the worker image (the Airflow image has no
     TensorFlow); each training worker pod stages its own shards (no stage task)."""
-    from pipeline import k8s_operators as pods
+    from airflow_glue import k8s_operators as pods
 
     heavy = CONFIG.schedule.heavy_pool
     preprocess_op = pods.preprocess_pod(CONFIG, pool=heavy, execution_timeout=dt.timedelta(hours=2),
@@ -247,7 +248,7 @@ def _local_push(spec, evaluation, approved):
 
 def _pod_push(spec, evaluation, approved):
     """The push pod cannot emit an asset event: `announce` turns its result into one."""
-    from pipeline import k8s_operators as pods
+    from airflow_glue import k8s_operators as pods
 
     push_op = pods.push_pod(CONFIG, "push_overrides", execution_timeout=dt.timedelta(minutes=30),
                             doc_md="Atomic publish into TF Serving's model base (serving volume).")

@@ -1,6 +1,6 @@
 # Airflow image. Default (EXTRAS=airflow): scheduler, API server and DAG processor of a Celery or
 # Kubernetes-executor deployment, with no TensorFlow or Beam (the DAG files import only
-# `pipeline`). An image that also executes the step bodies (docker-compose.yml's Celery workers)
+# `pipeline` and `airflow_glue`). An image that also executes the step bodies (docker-compose.yml's Celery workers)
 # is built with EXTRAS=airflow,celery,worker.
 FROM apache/airflow:3.3.2-python3.11
 ARG EXTRAS=airflow
@@ -14,6 +14,7 @@ WORKDIR /opt/reco
 COPY --chown=airflow:root constraints.txt setup.py ./
 COPY --chown=airflow:root pipeline ./pipeline
 COPY --chown=airflow:root components ./components
+COPY --chown=airflow:root airflow_glue ./airflow_glue
 RUN pip install --no-cache-dir -c constraints.txt -e ".[${EXTRAS}]"
 COPY --chown=airflow:root conf ./conf
 COPY --chown=airflow:root dags ./dags

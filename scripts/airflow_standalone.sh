@@ -28,7 +28,7 @@ export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://$HOST:$PORT/execution/"
 export AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=False
 # Two people: the operator who triggers (and may force) runs, and an approver for a forced push
-# (four eyes: the requester's own Approve counts as a Reject; pipeline/approval.py).
+# (four eyes: the requester's own Approve counts as a Reject; airflow_glue/approval.py).
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${RECO_AIRFLOW_USER:-admin}:admin,${RECO_AIRFLOW_APPROVER:-approver}:user"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-$CORES}"

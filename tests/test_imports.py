@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline.config import PROJECT_ROOT
 
-PACKAGES = ("pipeline", "components", "dags")
+PACKAGES = ("pipeline", "components", "airflow_glue", "dags")
 HEAVY = ("tensorflow", "tf_keras", "apache_beam", "tensorflow_transform", "tfx_bsl")
 
 
@@ -91,6 +91,15 @@ def test_no_cycle_between_components_nor_between_modules():
 def test_pipeline_and_dags_never_import_components_or_tensorflow():
     offences = [f"{mod} imports {imp}" for mod, imps in _graph().items() if not mod.startswith("components")
                 for imp in imps if imp.split(".")[0] in ("components", *HEAVY)]
+    assert not offences, "\n".join(offences)
+
+
+def test_only_the_dag_and_the_airflow_glue_import_airflow():
+    """pipeline/ and components/ are plain Python (the CLI, the tests and the pods run them
+    without Airflow); the Airflow side lives in airflow_glue/, which they never import."""
+    offences = [f"{mod} imports {imp}" for mod, imps in _graph().items()
+                if mod.split(".")[0] in ("pipeline", "components")
+                for imp in imps if imp.split(".")[0] in ("airflow", "airflow_glue")]
     assert not offences, "\n".join(offences)
 
 

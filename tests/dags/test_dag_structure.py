@@ -50,7 +50,7 @@ def test_schedule_has_day_long_data_intervals(nightly):
     """A bare cron string gives zero-length intervals in Airflow 3; the timetable must not."""
     from airflow.timetables.base import DataInterval
 
-    from pipeline.airflow_plugin import NightlyTimetable
+    from airflow_glue.plugin import NightlyTimetable
 
     assert isinstance(nightly.timetable, NightlyTimetable)
     assert nightly.timetable.summary == "0 2 * * *"
@@ -163,7 +163,7 @@ def test_the_data_date_and_its_deadline_follow_the_partitions_utc_days_in_any_zo
     UTC, before the partition closed)."""
     from airflow.timetables.interval import CronDataIntervalTimetable as SchedulerTimetable
 
-    from pipeline.data_landed import landing_deadline
+    from airflow_glue.data_landed import landing_deadline
 
     timetable = SchedulerTimetable("0 2 * * *", zone)
     interval = timetable.infer_manual_data_interval(run_after=interval_end.add(hours=1))
@@ -352,7 +352,7 @@ def test_failures_a_retry_cannot_change_fail_at_once_and_others_retry(dag_file, 
 
 
 def test_assets_declared_and_the_served_model_only_announced_when_published(nightly):
-    from pipeline import assets
+    from airflow_glue import assets
 
     assert {a.name for a in nightly.get_task("validate").inlets} == {"reco_raw_events", "reco_raw_items"}
     assert [a.name for a in nightly.get_task("preprocess").outlets] == ["reco_transformed_examples"]

@@ -16,8 +16,8 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException, DownstreamTasksSkipped, TaskAwaitingInput
 
-from pipeline import approval as approval_module
-from pipeline.approval import TIMED_OUT, ForcedPushApproval, decision, self_approval
+from airflow_glue import approval as approval_module
+from airflow_glue.approval import TIMED_OUT, ForcedPushApproval, decision, self_approval
 
 AT = dt.datetime(2026, 11, 6, 7, 30, tzinfo=dt.UTC)
 REFUSAL = "admin asked for this forced push and cannot approve it (four eyes)"
@@ -71,7 +71,7 @@ def answered(monkeypatch):
 
 def test_an_approve_is_logged_and_returned_for_the_summary(answered, caplog):
     op, context, ti, reopened = answered
-    with caplog.at_level(logging.INFO, logger="pipeline.approval"):
+    with caplog.at_level(logging.INFO, logger="airflow_glue.approval"):
         result = op.execute_complete(context, _event("Approve", "approver", "INC-9 checked"))
     assert result["chosen_options"] == ["Approve"] and not reopened
     assert result["decision"] == {"decision": "Approve", "by": "approver", "requested_by": "admin",
@@ -83,7 +83,7 @@ def test_a_reject_skips_the_push_and_is_still_recorded(answered, caplog):
     """Airflow ends a Reject with DownstreamTasksSkipped, before any return value: the record is
     the task's XCom all the same, which the summary reads."""
     op, context, ti, _ = answered
-    with caplog.at_level(logging.INFO, logger="pipeline.approval"), pytest.raises(DownstreamTasksSkipped) as skip:
+    with caplog.at_level(logging.INFO, logger="airflow_glue.approval"), pytest.raises(DownstreamTasksSkipped) as skip:
         op.execute_complete(context, _event("Reject", "approver", "CTR looks wrong"))
     assert [getattr(t, "task_id", t) for t in skip.value.tasks] == ["push"]
     assert ti.xcom["return_value"]["decision"] == {"decision": "Reject", "by": "approver", "requested_by": "admin",
@@ -94,7 +94,7 @@ def test_a_reject_skips_the_push_and_is_still_recorded(answered, caplog):
 
 def test_no_answer_in_time_is_a_recorded_reject(answered, caplog):
     op, context, ti, _ = answered
-    with caplog.at_level(logging.INFO, logger="pipeline.approval"), pytest.raises(DownstreamTasksSkipped):
+    with caplog.at_level(logging.INFO, logger="airflow_glue.approval"), pytest.raises(DownstreamTasksSkipped):
         op.execute_complete(context, _event("Reject", None, timedout=True))
     assert ti.xcom["return_value"]["decision"]["by"] is None
     assert ti.xcom["return_value"]["decision"]["reason"] == TIMED_OUT
@@ -107,7 +107,7 @@ def test_a_refused_self_approval_leaves_the_request_open_until_its_deadline_then
     record carries the refusal."""
     op, context, ti, reopened = answered
     deadline = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)).isoformat()
-    with caplog.at_level(logging.INFO, logger="pipeline.approval"), pytest.raises(TaskAwaitingInput) as parked:
+    with caplog.at_level(logging.INFO, logger="airflow_glue.approval"), pytest.raises(TaskAwaitingInput) as parked:
         op.execute_complete(context, _event("Approve", "admin", "trust me"), deadline=deadline)
     assert f"FORCED PUSH REFUSED: {REFUSAL}; the request stays open for someone else" in caplog.text
     assert len(reopened) == 1 and reopened[0]["ti_id"] == ti.id           # clears the answer

@@ -68,7 +68,7 @@ async def _first_event(trigger):
 
 
 def test_trigger_fires_when_the_last_marker_is_written(tmp_path):
-    from pipeline.data_landed import DataLandedTrigger
+    from airflow_glue.data_landed import DataLandedTrigger
 
     days = [D - dt.timedelta(days=1), D]
     make_partitions(tmp_path, days, items_days=[D])
@@ -92,7 +92,7 @@ def test_trigger_fires_when_the_last_marker_is_written(tmp_path):
 def test_trigger_times_out_naming_the_missing_partitions_and_the_task_fails(tmp_path):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from pipeline.data_landed import DataLandedTrigger, WaitForData
+    from airflow_glue.data_landed import DataLandedTrigger, WaitForData
 
     make_partitions(tmp_path, [D - dt.timedelta(days=1), D], items_days=[D])
     deadline = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=0.3)).isoformat()
@@ -115,7 +115,7 @@ class _TI:
 def test_a_recent_day_defers_and_a_long_past_one_is_left_to_validate(tmp_path, caplog):
     from airflow.sdk.exceptions import TaskDeferred
 
-    from pipeline.data_landed import WaitForData, landing_deadline
+    from airflow_glue.data_landed import WaitForData, landing_deadline
 
     assert landing_deadline("2026-11-04", 8).isoformat() == "2026-11-05T08:00:00+00:00"
     op = WaitForData(task_id="wait", spec_task_id="resolve_run", wait_h=8, poke_s=60)
