@@ -21,6 +21,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from components.train.model import keras_private as private
 from components.train.model.embedding import gather_rows
 from components.train.model.sparse_gather import all_gather_sparse, can_pack, count_slots
 
@@ -53,8 +54,8 @@ class LazyAdam(keras.optimizers.Adam):
         for var in var_list:
             if var.shape.rank == 2:
                 through = self.add_variable_from_reference(var, "averaged_through", shape=var.shape[:1])
-                average = self._model_variables_moving_average[self._index_dict[self._var_key(var)]]
-                self._lazy_averages[self._var_key(var)] = (var, average, through)
+                average = private.moving_average(self, private.slot_index(self, var))
+                self._lazy_averages[private.variable_key(self, var)] = (var, average, through)
 
     def aggregate_gradients(self, grads_and_vars):
         """Sum each sparse gradient's duplicate rows *before* the cross-worker exchange, and send
@@ -70,7 +71,7 @@ class LazyAdam(keras.optimizers.Adam):
         if ctx is None or ctx.num_replicas_in_sync == 1:     # nothing crosses: apply_gradients dedups
             return super().aggregate_gradients(grads_and_vars)
         variables = [v for _, v in grads_and_vars]
-        grads = self._deduplicate_sparse_grad([g for g, _ in grads_and_vars])
+        grads = private.deduplicate_sparse_grad(self, [g for g, _ in grads_and_vars])
         sparse = [k for k, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
         if not sparse or not can_pack([grads[k] for k in sparse]):
             return super().aggregate_gradients(list(zip(grads, variables)))
@@ -111,9 +112,7 @@ class LazyAdam(keras.optimizers.Adam):
         rows, positions = tf.unique(gradient.indices)
         grad = tf.math.unsorted_segment_sum(gradient.values, positions, tf.shape(rows)[0])
 
-        index = self._index_dict[self._var_key(variable)]
-        m = self._momentums[index]
-        v = self._velocities[index]
+        m, v = private.adam_moments(self, private.slot_index(self, variable))
         # beta*m + (1-beta)*g, written as Adam's dense step writes it (1 - beta as a Python float
         # too), so touched rows round exactly as plain Adam's do.
         m_rows = gather_rows(m, rows)
@@ -129,11 +128,11 @@ class LazyAdam(keras.optimizers.Adam):
             self._average_rows(variable, rows, before, before - step)
 
     def _lazy_average_of(self, variable) -> bool:
-        return self.use_ema and self._var_key(variable) in self._lazy_averages
+        return self.use_ema and private.variable_key(self, variable) in self._lazy_averages
 
     def _average_rows(self, variable, rows, before, after) -> None:
         """The average's step on the touched rows, after catching up the steps they sat out."""
-        _, average, through = self._lazy_averages[self._var_key(variable)]
+        _, average, through = self._lazy_averages[private.variable_key(self, variable)]
         now = tf.cast(self.iterations + 1, through.dtype)
         rows_average = self._caught_up(gather_rows(average, rows), before, now - 1 - gather_rows(through, rows))
         average.scatter_update(tf.IndexedSlices(self._stepped(rows_average, after), rows))
@@ -142,7 +141,7 @@ class LazyAdam(keras.optimizers.Adam):
     def _average_all(self, variable, before) -> None:
         """The average's step on a table that got a dense gradient: every row catches up (none
         sat out when all its steps were dense), then steps."""
-        _, average, through = self._lazy_averages[self._var_key(variable)]
+        _, average, through = self._lazy_averages[private.variable_key(self, variable)]
         now = tf.cast(self.iterations + 1, through.dtype)
         average.assign(self._stepped(self._caught_up(average, before, now - 1 - through), variable))
         through.assign(tf.fill(tf.shape(through), now))
@@ -158,14 +157,16 @@ class LazyAdam(keras.optimizers.Adam):
         return self.ema_momentum * average + (1 - self.ema_momentum) * weight
 
     def _update_model_variables_moving_average(self, var_list):
-        """The parent's whole-variable step, except for the tables stepped by rows (update_step)."""
+        """The parent's whole-variable step, except for the tables stepped by rows (update_step).
+        A private method of tf_keras' optimizer: keras_private.OVERRIDDEN."""
         tables = getattr(self, "_lazy_averages", {})
-        super()._update_model_variables_moving_average([v for v in var_list if self._var_key(v) not in tables])
+        super()._update_model_variables_moving_average(
+            [v for v in var_list if private.variable_key(self, v) not in tables])
 
     def sync_averages(self) -> None:
         """Every table's average up to the current step (cross-replica context): afterwards each
         average is what Keras' every-step averaging would hold."""
-        strategy = self._distribution_strategy
+        strategy = private.distribution_strategy(self)
         now = tf.cast(self.iterations, tf.float32)
         for var, average, through in getattr(self, "_lazy_averages", {}).values():
             value = self._caught_up(average.read_value(), var.read_value(), now - through.read_value())

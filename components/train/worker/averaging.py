@@ -18,6 +18,8 @@ import contextlib
 
 import tf_keras as keras
 
+from components.train.model import keras_private as private
+
 
 def _optimizer(model: keras.Model):
     """The optimizer that keeps the averages: under mixed precision Keras wraps it in a
@@ -32,7 +34,7 @@ def averaging(model: keras.Model) -> bool:
 
 def _has_averages(model: keras.Model) -> bool:
     """Averaging, and the averages exist (the optimizer builds them at its first step)."""
-    return averaging(model) and bool(getattr(_optimizer(model), "_built", False))
+    return averaging(model) and private.built(_optimizer(model))
 
 
 @contextlib.contextmanager
@@ -52,9 +54,9 @@ def _pairs(model: keras.Model):
     """(trainable variable, its moving average) for every variable the optimizer averages."""
     optimizer = _optimizer(model)
     for var in model.trainable_variables:
-        key = optimizer._var_key(var)
-        if key in optimizer._index_dict:         # else a variable the optimizer never built a slot for
-            yield var, optimizer._model_variables_moving_average[optimizer._index_dict[key]]
+        index = private.slot_index(optimizer, var)
+        if index is not None:                    # else a variable the optimizer never built a slot for
+            yield var, private.moving_average(optimizer, index)
 
 
 def _assign(strategy, target, value) -> None:

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from components.train.model import keras_private as private
 from components.train.model.optimizers import LazyAdam
 
 ROWS, DIM = 10, 4
@@ -42,7 +43,7 @@ def test_sparse_step_matches_adam_on_touched_rows_and_leaves_other_rows_alone():
     assert not np.allclose(dense_2[5], dense_1[5])
     np.testing.assert_array_equal(lazy_2[5], lazy_1[5])
     np.testing.assert_array_equal(lazy_3[5], lazy_1[5])
-    m = lazy._momentums[lazy._index_dict[lazy._var_key(lazy_var)]].numpy()
+    m = private.adam_moments(lazy, private.slot_index(lazy, lazy_var))[0].numpy()
     assert np.all(m[5] != 0)
     never = [0, 2, 4, 6, 7, 8, 9]
     np.testing.assert_array_equal(lazy_3[never], init[never])
@@ -185,7 +186,7 @@ def test_table_averages_move_by_rows_and_sync_to_the_every_step_average():
     for grad in steps:
         opt.apply_gradients([(grad, var)])
         seen.append(var.numpy().copy())
-    average = opt._model_variables_moving_average[0]
+    average = private.moving_average(opt, 0)
     lagging = average.numpy().copy()
     np.testing.assert_array_equal(lagging[[0, 2]], init[[0, 2]])       # untouched rows: not stepped yet
     expected = _full_average(seen, init, 0.9)
@@ -207,8 +208,8 @@ def test_a_table_with_dense_gradients_is_averaged_like_keras():
         lazy.apply_gradients([(grad, lazy_var)])
         plain.apply_gradients([(grad, keras_var)])
     lazy.sync_averages()
-    np.testing.assert_allclose(lazy._model_variables_moving_average[0].numpy(),
-                               plain._model_variables_moving_average[0].numpy(), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(private.moving_average(lazy, 0).numpy(),
+                               private.moving_average(plain, 0).numpy(), rtol=0, atol=1e-6)
 
 
 def test_mirrored_lazy_averages_match_unreplicated():
@@ -229,9 +230,19 @@ def test_mirrored_lazy_averages_match_unreplicated():
             step(tf.constant(ids))
         with strategy.scope():
             opt.sync_averages()
-        return opt._model_variables_moving_average[0].read_value().numpy()
+        return private.moving_average(opt, 0).read_value().numpy()
 
     mirrored = run(tf.distribute.MirroredStrategy(["/cpu:0"]))
     plain = run(tf.distribute.get_strategy())
     np.testing.assert_allclose(mirrored, plain, rtol=0, atol=1e-6)
     assert not np.allclose(mirrored[7], _table()[7])
+
+
+def test_another_tf_keras_fails_loudly_naming_the_adapter():
+    """The private names were read from one tf_keras: another version stops at import, not in a
+    subtly different training."""
+    private.check()                                         # the installed one: the pinned one
+    with pytest.raises(private.UnsupportedKeras, match=r"tf_keras 2\.22\.0 .*keras_private\.py"):
+        private.check("2.22.0")
+    for name in private.OVERRIDDEN:                         # the overridden private method still exists
+        assert callable(getattr(keras.optimizers.Adam, name))

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from components.train.model import keras_private as private
 from components.train.worker.averaging import AveragedEarlyStopping, ValidateAveraged, averaged_weights, averaging
 from components.train.worker.callbacks import PacedBackup
 
@@ -30,7 +31,7 @@ def test_inside_the_block_the_model_holds_the_average_and_after_it_the_raw_weigh
         var.assign(var + 1.0)
     raw = [w.copy() for w in model.get_weights()]
     optimizer = model.optimizer
-    average = [optimizer._model_variables_moving_average[optimizer._index_dict[optimizer._var_key(v)]].numpy()
+    average = [private.moving_average(optimizer, private.slot_index(optimizer, v)).numpy()
                for v in model.trainable_variables]
     assert averaging(model)
     with averaged_weights(model):
@@ -131,7 +132,7 @@ def test_under_mixed_precision_the_wrapped_optimizers_averages_are_read():
     for var in model.trainable_variables:
         var.assign(var + 1.0)
     inner = model.optimizer.inner_optimizer
-    average = [inner._model_variables_moving_average[inner._index_dict[inner._var_key(v)]].numpy()
+    average = [private.moving_average(inner, private.slot_index(inner, v)).numpy()
                for v in model.trainable_variables]
     with averaged_weights(model):
         for got, want in zip(model.get_weights(), average):
