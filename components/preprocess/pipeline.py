@@ -43,10 +43,17 @@ def _adapter_config():
     return tensor_adapter.TensorAdapterConfig(S.analysis_schema(), reps)
 
 
-def _items(p, tag: str, inputs: Inputs):
-    return (_read(p, f"{tag}ReadItems", inputs.items, ITEM_COLUMNS)
-            | f"{tag}ValidateItems" >> beam.ParDo(S.ValidateItems()).with_outputs(
-                "rejected", "catalog", "counts", main="items"))
+class ReadValidatedItems(beam.PTransform):
+    """The items snapshot, read and checked: outputs items, catalog, counts and rejected."""
+
+    def __init__(self, inputs: Inputs):
+        super().__init__()
+        self.inputs = inputs
+
+    def expand(self, p):
+        return (_read(p, "ReadItems", self.inputs.items, ITEM_COLUMNS)
+                | "ValidateItems" >> beam.ParDo(S.ValidateItems()).with_outputs(
+                    "rejected", "catalog", "counts", main="items"))
 
 
 def _row_groups(inputs: Inputs) -> list[tuple[str, int, int]]:
@@ -59,16 +66,23 @@ def _row_groups(inputs: Inputs) -> list[tuple[str, int, int]]:
     return out
 
 
-def _events(p, tag: str, inputs: Inputs, catalog, repeats: dict):
-    """Both splits from one read; each table is tagged by its file's split and partition date."""
-    partition_of = {str(f): (split, day) for split, by_day in (("train", inputs.train), ("eval", inputs.eval))
-                    for day, files in by_day.items() for f in files}
-    checked = (p | f"{tag}EventRowGroups" >> beam.Create(_row_groups(inputs))
-               | f"{tag}SpreadRowGroups" >> beam.Reshuffle()
-               | f"{tag}ReadEvents" >> beam.ParDo(S.ReadRowGroups(MODEL_EVENT_COLUMNS))
-               | f"{tag}ValidateEvents" >> beam.ParDo(S.ValidateEvents(partition_of, repeats), catalog)
-               .with_outputs("rejected", "counts", main="events"))
-    return checked
+class ReadValidatedEvents(beam.PTransform):
+    """Both splits' events from one read, checked against the catalog: outputs events, counts and
+    rejected; each table is tagged by its file's split and partition date."""
+
+    def __init__(self, inputs: Inputs, catalog, repeats: dict):
+        super().__init__()
+        self.inputs, self.catalog, self.repeats = inputs, catalog, repeats
+
+    def expand(self, p):
+        partition_of = {str(f): (split, day)
+                        for split, by_day in (("train", self.inputs.train), ("eval", self.inputs.eval))
+                        for day, files in by_day.items() for f in files}
+        return (p | "EventRowGroups" >> beam.Create(_row_groups(self.inputs))
+                | "SpreadRowGroups" >> beam.Reshuffle()
+                | "ReadEvents" >> beam.ParDo(S.ReadRowGroups(MODEL_EVENT_COLUMNS))
+                | "ValidateEvents" >> beam.ParDo(S.ValidateEvents(partition_of, self.repeats), self.catalog)
+                .with_outputs("rejected", "counts", main="events"))
 
 
 def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
@@ -84,9 +98,9 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     the validated events between the two, needs a fusion break that serializes every event
     batch through the runner, which costs more than re-reading the columns.
     """
-    items = _items(p, "", inputs)
+    items = p | "Items" >> ReadValidatedItems(inputs)
     catalog = beam.pvalue.AsSingleton(items.catalog | "IndexCatalog" >> beam.CombineGlobally(S.MergeCatalog()))
-    events = _events(p, "", inputs, catalog, repeats)
+    events = p | "Events" >> ReadValidatedEvents(inputs, catalog, repeats)
     window = beam.pvalue.AsSingleton(
         events.events | "CountWindow" >> beam.Map(S.batch_window_counts)
         | "SumWindow" >> beam.CombineGlobally(S.SumCounts()))
@@ -97,12 +111,12 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
         written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out["transform"])
     ready = beam.pvalue.AsSingleton(written)
 
-    table = _items(p, "Transform", inputs).items | "TransformItems" >> beam.ParDo(
+    table = (p | "ItemsAgain" >> ReadValidatedItems(inputs)).items | "TransformItems" >> beam.ParDo(
         S.TransformItems(out["transform"]), ready, catalog, window)
     _ = table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
         os.path.join(out["examples"], IT.ITEM_TABLE), IT.schema(config.model.title_len),
         num_shards=1, shard_name_template="")
-    again = _events(p, "Transform", inputs, catalog, repeats)
+    again = p | "EventsAgain" >> ReadValidatedEvents(inputs, catalog, repeats)
     keyed = again.events | "TransformEvents" >> beam.ParDo(S.TransformEvents(out["transform"], shards), ready)
     if spill:
         keyed = keyed | "SpillByShard" >> beam.ParDo(sinks.SpillByShard(out["spill"]))
