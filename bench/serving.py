@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> dict:
             source = f"{args.architecture} architecture at reference sizes, untrained {' '.join(args.set)}".strip()
         log.info("benchmarking %s (%s)", model_dir, source)
         from components.push.tflite import dir_mib
-        from components.train.worker.export import xla_compiled_functions
+        from components.train.worker.saved_model_facts import xla_compiled_functions
 
         figures = {"model": source, "xla_compiled": bool(xla_compiled_functions(model_dir)),
                    "saved_model_mib": dir_mib(model_dir),

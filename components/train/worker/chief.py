@@ -20,7 +20,7 @@ import tf_keras as keras
 from components.train.model.build import VocabSizes, build_model, scaled_learning_rate
 from components.train.model.calibration import calibrate, held_out_evidence
 from components.train.model.tower import CALIBRATION
-from components.train.worker import export
+from components.train.worker import export, saved_model_facts, scoring
 from components.train.worker.input import Split, item_content, make_dataset, read_split
 from pipeline.config import Config
 from pipeline.contracts import features as F
@@ -73,7 +73,7 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
         module = export.serving_module(serving_model, t.eval_split.item_table, paths.transform_dir, config.model)
         predict = module.signatures_[export.SERVING_TRANSFORMED]
     else:                                                  # nothing to serve: no transform graph needed
-        module, predict = None, export.transformed_scoring(serving_model, t.eval_split.item_table, config.model)
+        module, predict = None, scoring.transformed_scoring(serving_model, t.eval_split.item_table, config.model)
     calibration = {}
     valid = t.valid_split
     if valid is not None and valid.missing():     # this host staged only its share: shared storage
@@ -91,7 +91,7 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     if config.train.export:
         export_dir = temp_sibling(paths.model_dir, "export")
         export.save_module(module, export_dir)
-        card["export"] = export.export_size(export_dir)
+        card["export"] = saved_model_facts.export_size(export_dir)
         write_json_atomic(export_dir / MODEL_CARD_FILE, card)
         publish_dir(export_dir, paths.model_dir)
         remove_stale_temps(paths.model_dir.parent, paths.model_dir.name)
@@ -128,7 +128,7 @@ def evaluate(predict, dataset: tf.data.Dataset, model_cfg) -> dict[str, float]:
     auc, acc = keras.metrics.AUC(), keras.metrics.BinaryAccuracy()
     loss = keras.metrics.Mean()
     for features, label in dataset:
-        prob = export.call_transformed(predict, features, model_cfg)
+        prob = scoring.call_transformed(predict, features, model_cfg)
         auc.update_state(label, prob)
         acc.update_state(label, prob)
         loss.update_state(keras.losses.binary_crossentropy(label, prob))
@@ -146,7 +146,7 @@ def calibrate_on(model: keras.Model, predict, valid: Split, config: Config, batc
     for features, label in make_dataset(valid.files, config.model, batch, training=False, deterministic=True,
                                         readers=config.train.readers, compression=valid.compression,
                                         sizes=valid.sizes):
-        probs.append(export.call_transformed(predict, features, config.model).numpy().ravel())
+        probs.append(scoring.call_transformed(predict, features, config.model).numpy().ravel())
         rows.append(features[F.TARGET_ROW].numpy().ravel())
         labels.append(label.numpy().ravel())
     probs, rows, labels = (np.concatenate(x) if x else np.zeros(0) for x in (probs, rows, labels))

@@ -24,7 +24,8 @@ import tf_keras as keras
 
 from components.train.gang.heartbeat import FINISH, HeartbeatWriter
 from components.train.model.build import build_model, compile_model, global_batch_size, scaled_learning_rate
-from components.train.worker import chief, export
+from components.train.model.vocab import vocab_sizes
+from components.train.worker import chief
 from components.train.worker.averaging import AveragedEarlyStopping, ValidateAveraged
 from components.train.worker.callbacks import (
     EpochProgress,
@@ -129,7 +130,7 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
              valid_split.examples if valid_split else 0, eval_split.examples)
     replicas = strategy.num_replicas_in_sync
     global_batch = global_batch_size(config.train, replicas)
-    vocab = export.vocab_sizes(paths.transform_dir, config.model)
+    vocab = vocab_sizes(paths.transform_dir, config.model)
     with strategy.scope():
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
         _join_in_step(model, strategy, config, train_split)

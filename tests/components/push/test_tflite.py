@@ -21,7 +21,7 @@ def _export(root, cfg, core: bool = True):
     import tensorflow as tf
 
     from components.train.model.build import VocabSizes, build_model
-    from components.train.worker.export import Scoring, core_batch1_fn, transformed_fn
+    from components.train.worker.scoring import Scoring, core_batch1_fn, transformed_fn
     from pipeline.contracts import features as F
     from pipeline.contracts import item_table as IT
 

@@ -127,8 +127,8 @@ def read_in_raw_order(split_dir: Path, transform_dir: Path, raw: list[dict], mod
     A row is found by its features, transformed here through the same graph: rows with equal
     features are interchangeable (equal features, equal predictions), and a raw row whose
     features Beam did not write is a KeyError, i.e. a skew."""
-    from components.train.worker.export import history_to_sparse
     from components.train.worker.input import feature_spec, list_shards
+    from components.train.worker.scoring import history_to_sparse
     from pipeline.contracts.signature import request_arrays
 
     spec = feature_spec(model_cfg)

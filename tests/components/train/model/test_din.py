@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from components.train.model import tower
 from components.train.model.build import VocabSizes, build_model
-from components.train.worker.export import Scoring, call_transformed, transformed_fn
+from components.train.worker.scoring import Scoring, call_transformed, transformed_fn
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from tests.components.train.model.test_model import _batch, by_reference, right_and_left_padded

@@ -136,7 +136,8 @@ def test_serving_function_xla_switch_keeps_predictions(model, tmp_path, serving_
     XLA is where it pays: this recurrent reference model (the loop-free DIN: test_din.py)."""
     import dataclasses
 
-    from components.train.worker.export import Scoring, call_transformed, tf_serving_flags, transformed_fn
+    from components.train.worker.saved_model_facts import tf_serving_flags
+    from components.train.worker.scoring import Scoring, call_transformed, transformed_fn
 
     cfg = dataclasses.replace(TINY, serving_xla=serving_xla)
     xla = serving_xla is not False
