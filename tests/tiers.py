@@ -141,3 +141,19 @@ def _tier_guard(request, monkeypatch):
     if tier_of(request.node) == "unit":
         arm(monkeypatch)
     yield
+
+
+_TIER_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each tier's own time: the sum of its tests' set-up, call and tear-down (on the xdist
+    controller too: the workers' reports carry the markers as keywords)."""
+    tier = next((t for t in TIERS if t in getattr(report, "keywords", {})), "unit")
+    _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _TIER_SECONDS:
+        times = ", ".join(f"{tier} {_TIER_SECONDS[tier]:.0f} s" for tier in TIERS if tier in _TIER_SECONDS)
+        terminalreporter.write_line(f"tier times (sum of their tests' durations, over all workers): {times}")
