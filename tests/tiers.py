@@ -7,10 +7,11 @@
 - airflow: real Airflow: `airflow dags test` stories and one live scheduler + api-server.
 - packaging: what a fresh install gives (the lean `.[airflow]` venv).
 
-A test without a tier marker is unit. `make test` runs the tiers in one session on two xdist
-workers (`--dist loadgroup`): each heavy tier is one xdist group, so its session fixtures are
-built once, on one worker, while the other worker takes the other heavy tier and the unit tests.
-The heavy groups are ordered first, so neither worker is left with a heavy tail.
+A test without a tier marker is unit. `make test` runs the tiers in one session on three xdist
+workers (`--dist loadgroup`): each heavy group (two of integration, two of airflow:
+`xdist_group` below) runs on one worker, so its session fixtures are built once, while the unit
+tests fill in. The heavy groups are ordered first, so no worker is
+left with a heavy tail.
 
 Two checks:
 1. at collection, a test whose fixtures belong to a tier its own tier may not use fails the
@@ -60,7 +61,20 @@ def pytest_itemcollected(item):
     if not tiers:
         item.add_marker(pytest.mark.unit)
     elif tiers[0] != "unit":
-        item.add_marker(pytest.mark.xdist_group(tiers[0]))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(tiers[0], getattr(item, "fixturenames", ()))))
+
+
+def xdist_group(tier: str, fixtures) -> str:
+    """A heavy tier's xdist group: a group's session fixtures are built once, on its worker.
+    The airflow tier is two: the tests on the one live Celery stack (`live`) and the rest (each
+    starts its own Airflow); both spend much of their time waiting on a scheduler. The
+    integration tier is two: the tests on the session's preprocess output and trained model
+    (`preprocessed`, `trained`) and the rest (their own data, or the small `train_data`)."""
+    if tier == "airflow":
+        return "airflow-live" if "live" in fixtures else tier
+    if tier == "integration":
+        return tier if {"preprocessed", "trained"} & set(fixtures) else "integration-other"
+    return tier
 
 
 @pytest.hookimpl(tryfirst=True)
