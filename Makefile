@@ -22,7 +22,7 @@ $(STAMP): setup.py constraints.txt scripts/install_stack.sh
 	@touch $(STAMP)
 
 # xdist workers: each heavy group runs on one worker (tests/tiers.py); 0 = no xdist.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 # Every tier, in one session (the heavy set-ups are built once): tests/tiers.py says what each holds.

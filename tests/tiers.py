@@ -7,7 +7,7 @@
 - airflow: real Airflow: `airflow dags test` stories and one live scheduler + api-server.
 - packaging: what a fresh install gives (the lean `.[airflow]` venv).
 
-A test without a tier marker is unit. `make test` runs the tiers in one session on three xdist
+A test without a tier marker is unit. `make test` runs the tiers in one session on two xdist
 workers (`--dist loadgroup`): each heavy group (two of integration, two of airflow:
 `xdist_group` below) runs on one worker, so its session fixtures are built once, while the unit
 tests fill in. The heavy groups are ordered first, so no worker is
