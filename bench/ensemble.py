@@ -1,6 +1,6 @@
 """`python -m bench.ensemble`: would averaging seed models pay for its training time? (issue #26, item 5)
 
-`K` models trained with `train.seed` 0..K-1 on one preprocess output (bench/quality.py's runs),
+`K` models trained with `train.data_order_seed` 0..K-1 on one preprocess output (bench/quality.py's runs),
 each scored on the eval day through its raw serving signature, as the gate scores a candidate;
 an ensemble scores the mean of its members' logits. The figures per regime (demo size): each
 seed's AUC, every pair's, all K's. An ensemble of K costs K trainings each night and K models

@@ -9,7 +9,7 @@ ceilings (items known perfectly, users only through the request). lift_fraction 
 seed's architecture (`model.architecture: reference`) is trained too, in the same run.
 
 Training is not deterministic and one seed moves eval AUC by about a hundredth, so the model is
-trained `--seeds` times (`train.seed` 0..N-1) on the same preprocess output and the figures
+trained `--seeds` times (`train.data_order_seed` 0..N-1) on the same preprocess output and the figures
 are the medians; each seed's AUC is kept beside them.
 
 `--regimes` runs the same at demo size on each named world of pipeline/datagen/regimes.py
@@ -77,10 +77,10 @@ def train_and_evaluate(config, paths: RunPaths) -> dict[str, float]:
 
 
 def seed_runs(work: Path, size: dict, paths: RunPaths, seeds: int) -> list[tuple]:
-    """(config with `train.seed` 0..seeds-1, its run) on `paths`' preprocess output; seed 0 is `paths`."""
+    """(config with `train.data_order_seed` 0..seeds-1, its run) on `paths`' preprocess output; seed 0 is `paths`."""
     runs = []
     for seed in range(seeds):
-        config = _config(work, size, **{"train.seed": seed})
+        config = _config(work, size, **{"train.data_order_seed": seed})
         run = paths if seed == 0 else RunPaths.for_run(config, paths.run_date, f"{paths.run_id}-seed{seed}")
         if seed:
             _share_preprocess(paths, run)
@@ -89,7 +89,7 @@ def seed_runs(work: Path, size: dict, paths: RunPaths, seeds: int) -> list[tuple
 
 
 def _seeded(work: Path, size: dict, paths: RunPaths, seeds: int) -> dict[str, float]:
-    """The model trained with `train.seed` 0..seeds-1 on `paths`' preprocess output: medians."""
+    """The model trained with `train.data_order_seed` 0..seeds-1 on `paths`' preprocess output: medians."""
     runs = []
     for seed, (config, run) in enumerate(seed_runs(work, size, paths, seeds)):
         runs.append(train_and_evaluate(config, run))

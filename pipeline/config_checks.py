@@ -83,7 +83,7 @@ CARVED_OUT: dict[str, tuple[str, type]] = {
 MOVED_KEYS: dict[str, str] = {
     f"{old}.{field.name}": f"{new}.{field.name}"
     for old, (new, section) in CARVED_OUT.items() for field in dataclasses.fields(section)
-}
+} | {"train.seed": "train.data_order_seed"}       # renamed: it never seeded the weights
 # Keys a release removed, and why: a params file that still sets one gets this, not "unknown".
 REMOVED_KEYS: dict[str, str] = {
     "preprocess.side_input_max_items": "examples reference items by item-table row; preprocess joins nothing",

@@ -135,7 +135,7 @@ class TrainConfig:
     pin_cpus: bool = False               # pin worker i to its own cores (benchmarks)
     readers: int = 4                     # files read in parallel per worker
     deterministic: bool = False          # reproducible input order (tests)
-    seed: int = 0                    # the order of the training data only (initial weights are not seeded)
+    data_order_seed: int = 0         # the order of the training data only (initial weights are not seeded)
     export: bool = True                  # false: train + evaluate only (benchmarks)
     warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"

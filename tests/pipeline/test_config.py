@@ -97,7 +97,8 @@ def test_the_shipped_params_file_changes_no_default(tmp_path):
 
 @pytest.mark.parametrize("old, new", [("train.backend", "execution.backend"),
                                       ("train.k8s_flavor", "execution.k8s_flavor"),
-                                      ("preprocess.max_label_rate_drift", "validate.max_label_rate_drift")])
+                                      ("preprocess.max_label_rate_drift", "validate.max_label_rate_drift"),
+                                      ("train.seed", "train.data_order_seed")])
 def test_a_moved_key_is_refused_naming_its_new_place(tmp_path, old, new):
     section, key = old.split(".")
     for load in (lambda: load_config(write(tmp_path, f"{section}:\n  {key}: 1\n"), env={}),
