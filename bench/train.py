@@ -162,7 +162,7 @@ def step_bounds(files, model_cfg, batch: int) -> tuple[float, float]:
     from pipeline.config import TrainConfig
 
     batches = list(make_dataset(files, model_cfg, batch, training=True).take(8))
-    join = join_items(item_content(str(_table(files))), with_stats=model_cfg.item_stats)
+    join = join_items(item_content(str(_table(files))))
     vocab = VocabSizes.from_config(model_cfg)
     model, bce = build_model(model_cfg, vocab), keras.losses.BinaryCrossentropy()
 

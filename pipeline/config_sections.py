@@ -81,7 +81,6 @@ class ModelConfig:
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     dropout: float = 0.1             # after the first dense layer
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
-    item_stats: bool = False             # din: read the shown item's window click rate (measured worse)
     stack_popularity: bool = True        # last layer blends the model with item popularity (calibration.py)
     wide_bias: bool = True               # din: per-item and per-user logit biases (the wide part)
     bias_l2: float = 1.0                 # L2 on the looked-up bias rows (x SCALE^-2 on the bias: din.ScaledBias)
@@ -141,7 +140,6 @@ class TrainConfig:
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
     early_stopping_patience: int = 1     # epochs without a better val AUC before stopping
-    validations_per_epoch: int = 1       # validate (and may stop) this often per pass over the data
     ema_momentum: float = 0.97           # validate, keep and export the weights' moving average (0: off)
     backup_interval_s: float = 300.0     # back up at an epoch end this long after the last (0: every epoch)
     profile_steps: tuple[int, ...] = ()  # (first, last): TF profile of those steps, train/profile/worker-i

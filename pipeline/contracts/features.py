@@ -53,7 +53,6 @@ TARGET_INDEX = "target_index"  # int64 [B]: position of the shown item among the
 HISTORY_INDEX = "history_index"  # int64 [B, history_len]: same for the history (padding too)
 # The shown item's training-window popularity (item table `shown`/`clicks`), as model features:
 # smoothed click rate's log-odds over the window rate's, and log(1 + impressions).
-TARGET_STATS = "target_stats"  # float32 [B, 2]
 
 # Raw features the serving signature takes (one request = one impression), and their dtypes.
 RAW_SERVING_FEATURES = (TITLE, IMAGE, HISTORY, ITEM_ID, USER_ID, PLATFORM, HOUR)
@@ -113,7 +112,6 @@ def model_input_spec(model) -> dict[str, FeatureShape]:
     spec = transformed_feature_spec(model)
     return {**item_feature_spec(model), TARGET_INDEX: FeatureShape((), "int64"),
             HISTORY_INDEX: FeatureShape((model.history_len,), "int64"),
-            **({TARGET_STATS: FeatureShape((2,), "float32")} if model.item_stats else {}),
             **{name: spec[name] for name in (HISTORY_IDS, TARGET_ID, *CONTEXT_IDS)}}
 
 

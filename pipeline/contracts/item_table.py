@@ -17,8 +17,8 @@ OOV row, n + 1. Training, the raw-feature signature and the by-id signature all 
 that one graph. A row with no entry in the table (padding, OOV) reads as zeros: `dense` below.
 
 `shown` and `clicks` are the item's impressions and clicks over the run's training window (the
-rows preprocess kept; never the eval day): what popularity knows, for a model to read as a
-feature (`model.item_stats`, components/train/model/item_stats.py).
+rows preprocess kept; never the eval day): what popularity knows, which the last layer's blend
+reads (pipeline/contracts/popularity.py `evidence`).
 """
 from __future__ import annotations
 
@@ -87,12 +87,6 @@ def dense(table: pa.Table) -> dict[str, np.ndarray]:
         out[name] = np.zeros(size, dtype)
         out[name][rows] = table.column(name).to_numpy()
     return out
-
-
-def window_rate(content: dict[str, np.ndarray]) -> float:
-    """The window's click rate over the table's items (what an item never shown is scored)."""
-    shown = float(content[SHOWN].sum())
-    return float(content[CLICKS].sum()) / shown if shown else 0.0
 
 
 def clip_row(size: int) -> int:

@@ -14,8 +14,9 @@ popularity log-odds and s = log(1 + its impressions), by item-table row
 (pipeline/contracts/popularity.py `evidence`: the gate's estimate); the s terms let the blend trust
 the counts where they are many and the model where they are few. The network never reads q while
 it trains (a rate that holds a row's own label says more on the training rows than on tomorrow's,
-which is why `model.item_stats` lost); the blend is fitted on the held-out rows with q and s from
-the window's counts minus those rows (`held_out_evidence`), as the eval day will see them.
+which is why the window statistics as inputs lost and were removed); the blend is fitted on the
+held-out rows with q and s from the window's counts minus those rows (`held_out_evidence`), as
+the eval day will see them.
 
 Both fits start at the identity, are pulled towards it by one row's weight (a validation split of a
 few dozen rows cannot blow the weights up), and never end worse than it on the validation rows

@@ -202,8 +202,6 @@ def scorer(cfg: ModelConfig, vocab) -> keras.Model:
             pooled = UserMemory(vocab.users, cfg.user_memory_weight, name="user_memory")(
                 history_code, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
             parts += [pooled * code, _dot(pooled, code)]
-    if cfg.item_stats:
-        parts.append(tf.cast(inputs[F.TARGET_STATS], item.dtype))
     parts += [RowEmbedding(len(F.PLATFORMS) + 1, 4, name="platform_embedding")(inputs[F.PLATFORM_ID]),
               RowEmbedding(25, 4, name="hour_embedding")(inputs[F.HOUR_ID])]
     z = tf.concat(parts, -1)
@@ -213,8 +211,6 @@ def scorer(cfg: ModelConfig, vocab) -> keras.Model:
     logit = keras.layers.Dense(1, dtype="float32", name="deep_logit")(z)
     if cfg.wide_bias:
         logit = logit + wide_logit(inputs, vocab, cfg)
-    if cfg.item_stats:
-        logit = logit + keras.layers.Dense(1, dtype="float32", name="popularity_logit")(inputs[F.TARGET_STATS])
     # float32 output even under mixed precision: a float16 sigmoid saturates (inf log loss).
     out = keras.layers.Activation("sigmoid", dtype="float32", name=OUTPUT)(logit)
     return keras.Model(inputs=inputs, outputs=out, name=SCORER)

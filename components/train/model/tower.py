@@ -21,7 +21,7 @@ from pipeline.contracts import features as F
 TOWER, SCORER, CALIBRATION = "item_tower", "scorer", "calibration"
 TARGET_CONTENT, HISTORY_CONTENT = "target_content", "history_content"   # scorer inputs (vectors)
 EXAMPLE_IDS = (F.HISTORY_IDS, F.TARGET_ID, *F.CONTEXT_IDS)    # what an example carries itself
-SCORER_IDS = (*EXAMPLE_IDS, F.TARGET_STATS)     # + the shown item's window statistics (item table)
+SCORER_IDS = EXAMPLE_IDS
 
 
 def _inputs(spec: dict[str, F.FeatureShape]) -> dict[str, keras.Input]:

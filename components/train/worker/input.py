@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from components.train.model.item_stats import item_stats
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
@@ -173,22 +172,16 @@ def item_content(path: str) -> dict[str, np.ndarray]:
     return IT.dense(IT.read(path))
 
 
-def join_items(content: dict[str, np.ndarray], with_stats: bool = False, device: str | None = None):
+def join_items(content: dict[str, np.ndarray], device: str | None = None):
     """features with rows -> the model's inputs: the batch's distinct items' title ids and
-    image [U, ...], each example's positions into them (see module doc) and, for a model that
-    reads them (`model.item_stats`), the shown item's window statistics. The table's arrays
+    image [U, ...] and each example's positions into them (see module doc). The table's arrays
     become constants on `device` (the training step's: no host-to-device copy per step)."""
     with tf.device(device):
         titles, images = tf.constant(content[IT.TITLE_IDS]), tf.constant(content[IT.IMAGE])
-        shown, clicks = tf.constant(content[IT.SHOWN]), tf.constant(content[IT.CLICKS])
-    rate = IT.window_rate(content)
     last = IT.clip_row(len(content[IT.TITLE_IDS]))
 
     def join(features):
         features = dict(features)
-        if with_stats:
-            target = tf.minimum(features[F.TARGET_ROW], last)
-            features[F.TARGET_STATS] = item_stats(tf.gather(shown, target), tf.gather(clicks, target), rate)
         rows = tf.concat([features.pop(F.TARGET_ROW)[:, None], features.pop(F.HISTORY_ROWS)], axis=1)
         unique, index = tf.unique(tf.reshape(tf.minimum(rows, last), [-1]), out_idx=tf.int64)
         index = tf.reshape(index, tf.shape(rows))
@@ -256,7 +249,7 @@ def make_dataset(
     ds = ds.rebatch(batch_size, drop_remainder=training)
     parse = make_parse_fn(model_cfg)
     if item_table is not None:        # one map for both: one function call per batch
-        join = join_items(item_content(str(item_table)), with_stats=model_cfg.item_stats)
+        join = join_items(item_content(str(item_table)))
 
         def parse(serialized, parse_only=parse):
             features, label = parse_only(serialized)

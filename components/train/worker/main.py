@@ -170,9 +170,8 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
         # BackupAndRestore deletes. delete_checkpoint=False: the backup outlives fit()
         # until the model is published, so a kill during export does not retrain.
         backup = PacedBackup(str(paths.backup_dir), config.train.backup_interval_s, delete_checkpoint=False)
-        per_epoch = config.train.validations_per_epoch if valid_split is not None else 1
-        rounds = config.train.epochs * per_epoch        # Keras epochs: 1/per_epoch of a pass each
-        progress = EpochProgress(paths.train_dir / PROGRESS_FILE if task.is_chief else None, rounds, backup)
+        epochs = config.train.epochs
+        progress = EpochProgress(paths.train_dir / PROGRESS_FILE if task.is_chief else None, epochs, backup)
         fit_kwargs, callbacks = {}, []
         if valid_split is not None:
             # Listed before the backup: its last save, at the end of fit, holds the weights early
@@ -180,7 +179,7 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
             fit_kwargs = {"validation_data": _distributed(strategy, valid_split, config, global_batch, shuffle=False),
                           "validation_steps": max(1, valid_split.examples // global_batch)}
             callbacks += [ValidateAveraged(), AveragedEarlyStopping(
-                monitor="val_auc", mode="max", patience=config.train.early_stopping_patience * per_epoch,
+                monitor="val_auc", mode="max", patience=config.train.early_stopping_patience,
                 restore_best_weights=True, verbose=1)]
         callbacks += [backup, progress, meter, summaries]
         if beat:
@@ -188,20 +187,20 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
         if config.train.profile_steps:
             callbacks.append(StepProfiler(paths.train_dir / PROFILE_DIR / f"worker-{task.index}",
                                           *config.train.profile_steps))
-        steps = max(1, train_split.examples // global_batch // per_epoch)
-        log.info("fit: %d steps/round x %d rounds (%d per epoch), global batch %d, lr %g", steps, rounds,
-                 per_epoch, global_batch, scaled_learning_rate(config.train, strategy.num_replicas_in_sync))
+        steps = max(1, train_split.examples // global_batch)
+        log.info("fit: %d steps/epoch x %d epochs, global batch %d, lr %g", steps, epochs,
+                 global_batch, scaled_learning_rate(config.train, strategy.num_replicas_in_sync))
         started = time.time()
         history = model.fit(_distributed(strategy, train_split, config, global_batch),
-                            epochs=rounds, steps_per_epoch=steps,
+                            epochs=epochs, steps_per_epoch=steps,
                             callbacks=callbacks, verbose=2, **fit_kwargs)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    initial = progress.initial_epoch if progress.initial_epoch is not None else rounds
+    initial = progress.initial_epoch if progress.initial_epoch is not None else epochs
     timing = {"steady_examples_per_s": meter.steady_examples_per_s, "epoch_end_seconds": meter.epoch_end_seconds,
               "backup_seconds": backup.seconds}
-    return {"train_metrics": {**_fit_metrics(history.history, per_epoch), **timing},
+    return {"train_metrics": {**_fit_metrics(history.history), **timing},
             "initial_epoch": initial, "examples_per_s": meter.examples_per_s,
             "train_seconds": time.time() - started}, summaries
 
@@ -223,8 +222,7 @@ def _join_in_step(model, strategy, config: Config, split) -> None:
     if split.item_table is None:
         raise FileNotFoundError("no item table beside the shards: examples reference items by its rows")
     device = strategy.extended.worker_devices[0]
-    model.item_join = join_items(item_content(str(split.item_table)), with_stats=config.model.item_stats,
-                                 device=device)
+    model.item_join = join_items(item_content(str(split.item_table)), device=device)
 
 
 def _warm_start(model, config: Config, paths: RunPaths) -> int:
@@ -244,15 +242,14 @@ def _warm_start(model, config: Config, paths: RunPaths) -> int:
     return warm_start(model, served_dir, paths.transform_dir, config.model.oov_buckets)
 
 
-def _fit_metrics(history: dict[str, list[float]], per_epoch: int = 1) -> dict[str, float]:
-    """The last round's training metrics, and the best round's validation ones (restored);
-    `best_epoch` and `epochs_run` in passes over the data (a round is 1/per_epoch of one)."""
+def _fit_metrics(history: dict[str, list[float]]) -> dict[str, float]:
+    """The last epoch's training metrics, and the best epoch's validation ones (restored)."""
     out = {f"train_{k}": float(v[-1]) for k, v in history.items() if v and not k.startswith("val_")}
     if history.get("val_auc"):
         best = int(max(range(len(history["val_auc"])), key=history["val_auc"].__getitem__))
         out.update({k: float(v[best]) for k, v in history.items() if k.startswith("val_") and v})
-        out["best_epoch"] = (best + 1) / per_epoch
-        out["epochs_run"] = len(history["val_auc"]) / per_epoch
+        out["best_epoch"] = float(best + 1)
+        out["epochs_run"] = float(len(history["val_auc"]))
     return out
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from components.train.model.item_stats import item_stats
 from components.train.model.tower import (
     CALIBRATION,
     EXAMPLE_IDS,
@@ -65,10 +64,6 @@ class Scoring:
         self.vectors = tf.Variable(item_vectors(self.tower, content), trainable=False, name="item_vectors")
         self.in_table = tf.constant(content[IT.EMBEDDING_ID] > 0)      # rows the table holds
         self.last_row = IT.clip_row(len(content[IT.EMBEDDING_ID]))
-        # The shown item's window statistics by row (model/item_stats.py): an item newer than
-        # the table reads the last row, no impressions, i.e. the window's rate.
-        self.stats = (tf.constant(item_stats(content[IT.SHOWN], content[IT.CLICKS], IT.window_rate(content)))
-                      if F.TARGET_STATS in self.ids else None)
         # What the last layer blends with the model's logit (model/calibration.py), by row;
         # rows with no impressions (newer than the table too) read the window's rate.
         self.evidence = tf.constant(popularity.evidence(content[IT.SHOWN], content[IT.CLICKS]))
@@ -81,8 +76,6 @@ class Scoring:
 
     def _score(self, target, history, features):
         target_rows = tf.minimum(features[F.TARGET_ROW], self.last_row)
-        if self.stats is not None:
-            features = {**features, F.TARGET_STATS: tf.gather(self.stats, target_rows)}
         p = self.scorer({TARGET_CONTENT: target, HISTORY_CONTENT: history,
                          **{k: features[k] for k in self.ids}}, training=False)
         return self.calibration(p, evidence=tf.gather(self.evidence, target_rows), training=False)

@@ -220,16 +220,3 @@ def test_the_reference_architecture_has_no_image_code():
 
     reference = build_model(dataclasses.replace(DIN, architecture="reference"), VOCAB)
     assert not fit_image_code(reference, np.zeros((10, F.IMAGE_DIM), np.float32))
-
-
-def test_the_window_statistics_move_the_prediction_and_the_export_reads_them_by_row():
-    """`model.item_stats`: the shown item's popularity reaches the logit, and scoring by
-    reference (the export) reads the same numbers from the item table that the join gave."""
-    cfg = dataclasses.replace(DIN, item_stats=True)
-    model = build_model(cfg, VOCAB)
-    batch = _batch(3, cfg, VOCAB)
-    other = {**batch, F.TARGET_STATS: batch[F.TARGET_STATS] + np.float32(2.0)}
-    assert np.abs(model(other).numpy() - model(batch).numpy()).max() > 1e-6
-    content, features = by_reference(batch)
-    np.testing.assert_allclose(Scoring(model, content, cfg).by_rows(features).numpy(), model(batch).numpy(),
-                               atol=1e-5)

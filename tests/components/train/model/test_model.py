@@ -25,19 +25,13 @@ def _window_counts(items: int) -> tuple[np.ndarray, np.ndarray]:
 def _batch(n, cfg=TINY, vocab=VocabSizes.from_config(TINY)):
     """Every model input of a joined batch (see model/tower.py): 2n distinct items, the shown
     item i is item i, the history draws from all of them."""
-    from components.train.model.item_stats import item_stats
-
     rng = np.random.default_rng(0)
-    shown, clicks = _window_counts(2 * n)
-    stats = item_stats(shown[:n], clicks[:n], float(clicks.sum() / shown.sum())).numpy()
     batch = {F.TITLE_IDS: rng.integers(0, vocab.title, (2 * n, cfg.title_len)),
              F.IMAGE_Z: rng.standard_normal((2 * n, F.IMAGE_DIM)).astype(np.float32),
              F.TARGET_INDEX: np.arange(n), F.HISTORY_INDEX: rng.integers(0, 2 * n, (n, cfg.history_len)),
              F.HISTORY_IDS: rng.integers(0, vocab.items, (n, cfg.history_len)),
              F.TARGET_ID: rng.integers(1, vocab.items, n), F.USER_BUCKET: rng.integers(1, vocab.users, n),
              F.PLATFORM_ID: rng.integers(0, 4, n), F.HOUR_ID: rng.integers(0, 25, n)}
-    if cfg.item_stats:           # the join adds them only for a model that reads them
-        batch[F.TARGET_STATS] = stats
     return batch
 
 

@@ -33,12 +33,6 @@ def test_hold_out_keeps_each_workers_share_aligned():
     assert Split(files, 80, sizes=(10,) * 6 + (0, 0)).hold_out(1, 2)[1] is None   # nothing held
 
 
-def test_fit_metrics_count_rounds_in_passes_when_validating_more_often_than_once_per_epoch():
-    history = {"loss": [0.6, 0.5, 0.4, 0.3], "val_auc": [0.61, 0.66, 0.64, 0.6]}
-    out = _fit_metrics(history, per_epoch=2)
-    assert (out["best_epoch"], out["epochs_run"], out["val_auc"]) == (1.0, 2.0, 0.66)
-
-
 def test_fit_metrics_report_the_best_epoch():
     history = {"loss": [0.6, 0.5, 0.4], "auc": [0.6, 0.7, 0.8], "val_loss": [0.5, 0.45, 0.6],
                "val_auc": [0.61, 0.66, 0.64]}
@@ -54,7 +48,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
     transform_paths, _ = train_data
     config = make_tiny_config(tmp_path, **{"train.epochs": 3, "train.early_stopping_patience": 1,
                                            "train.ema_momentum": ema_momentum,
-                                           "train.validations_per_epoch": 2, "model.stack_popularity": False,
+                                           "model.stack_popularity": False,
                                            "train.batch_size_per_replica": 8, "train.learning_rate": 0.02,
                                            "model.title_len": 8, "model.history_len": 10})
     paths = RunPaths.for_run(config, "2026-11-04", "early-stopping")
@@ -64,8 +58,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
     paths.transform_dir.symlink_to(transform_paths.transform_dir)
     result = train.run(config, paths, data_dir=data)
     m = result.metrics
-    # Validated twice per pass: the best of up to 6 half-epoch rounds, counted in passes.
-    assert 0.5 <= m["best_epoch"] <= m["epochs_run"] <= 3 and (2 * m["best_epoch"]).is_integer() and "val_auc" in m
+    assert 1 <= m["best_epoch"] <= m["epochs_run"] <= 3 and m["best_epoch"].is_integer() and "val_auc" in m
     # The held-out shards (the last one of each worker), scored by the export's model part with
     # its Platt calibration undone (Keras' AUC bins probabilities, so squeezing them moves it;
     # the popularity blend, which changes the ranking, is off):

@@ -181,35 +181,3 @@ def test_manifest_of_a_per_worker_staging(tmp_path):
     assert split.missing(worker_files(split.files, 2, 0)) == []
     assert [f.name for f in split.missing(worker_files(split.files, 2, 1))] == [
         "part-00001-of-00002.tfrecord"]
-
-
-def test_the_join_reads_the_shown_items_window_counts_the_same_for_every_row_of_it():
-    """Whatever a row's own label (no leave-one-out: model/item_stats.py says why), and an item
-    beyond the table reads the window's rate."""
-    from components.train.model.item_stats import item_stats
-    from components.train.worker.input import join_items
-    from pipeline.contracts import item_table as IT
-
-    content = {IT.TITLE_IDS: np.zeros((4, CFG.title_len), np.int64), IT.IMAGE: np.zeros((4, F.IMAGE_DIM), np.float32),
-               IT.EMBEDDING_ID: np.array([0, 1, 2, 0]), IT.SHOWN: np.array([0, 3, 10, 0], np.float32),
-               IT.CLICKS: np.array([0, 2, 1, 0], np.float32)}
-    rate = 3 / 13
-    features = {F.TARGET_ROW: tf.constant([1, 1, 2, 50], tf.int64),
-                F.HISTORY_ROWS: tf.zeros([4, CFG.history_len], tf.int64)}
-    joined = join_items(content, with_stats=True)(features)
-    expected = item_stats(np.array([3, 3, 10, 0.0]), np.array([2, 2, 1, 0.0]), rate).numpy()
-    np.testing.assert_allclose(joined[F.TARGET_STATS].numpy(), expected, rtol=1e-6)
-    clicked, unclicked, _, unknown = joined[F.TARGET_STATS].numpy()
-    assert clicked.tolist() == unclicked.tolist()     # the label never shows through
-    assert unknown.tolist() == [0.0, 0.0]             # no impressions: the window's rate, no lift
-
-
-def test_item_stats_are_the_smoothed_rate_over_the_window_rate():
-    from components.train.model.item_stats import PRIOR_WEIGHT, item_stats
-
-    rate = 0.2
-    lift, evidence = item_stats(np.array([80.0]), np.array([40.0]), rate).numpy()[0]
-    p = (40 + PRIOR_WEIGHT * rate) / (80 + PRIOR_WEIGHT)
-    assert lift == pytest.approx(np.log(p / (1 - p)) - np.log(rate / (1 - rate)), rel=1e-5)
-    assert evidence == pytest.approx(np.log(81.0))
-    assert item_stats(np.array([0.0]), np.array([0.0]), rate).numpy()[0].tolist() == [0.0, 0.0]
