@@ -227,7 +227,8 @@ REPLAY_POLICIES = (["replay", "policy", "mean next-day AUC", "regret to oracle",
 REPLAY_MODES = (["replay", "training mode", "the gate's rule: mean next-day AUC", "always push: mean next-day AUC",
                  "train seconds per night (mean)"], [
     (w, "{world}", "{mode}", "{rule_mean_next_day_auc:.4f}", "{always_push_mean_next_day_auc:.4f}",
-     "{train_s_per_night:.1f} s") for w in ("replay_drifting", "replay_drifting_incremental")])
+     "{train_s_per_night:.1f} s") for w in ("replay_drifting", "replay_drifting_incremental",
+                                            "replay_movietweetings", "replay_movietweetings_incremental")])
 BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZES, SCALE_STAGES, SCALE_FIT],
           "encoder": [ENCODER],
           "train": [TRAIN_SETUP, TRAIN_RATES, TRAIN_RATIOS], "serving": [SERVING, SERVING_BY_ID, SERVING_FOOTPRINT],
