@@ -23,10 +23,9 @@ class NightlyTimetable(CronDataIntervalTimetable):
     """Airflow's cron data-interval timetable whose run ids start with the data date."""
 
     def generate_run_id(self, *, run_type: DagRunType, run_after, data_interval, **extra) -> str:
-        run_id = super().generate_run_id(run_type=run_type, run_after=run_after, data_interval=data_interval,
-                                         **extra)
         if run_type == DagRunType.MANUAL or data_interval is None:
-            return run_id
+            return super().generate_run_id(run_type=run_type, run_after=run_after, data_interval=data_interval,
+                                           **extra)
         return f"{run_type.value}__data-{last_complete_day(data_interval.end)}__{run_after.isoformat()}"
 
 

@@ -6,6 +6,7 @@ the table cannot drift from the code.
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import io
 import sys
@@ -29,19 +30,11 @@ run in the Airflow form (its params) or `--set section.key=value`.
 def comments() -> dict[tuple[str, str], str]:
     """{(class name, field): its trailing comment} from config_sections.py's source."""
     source = Path(config_sections.__file__).read_text()
-    found, cls, field = {}, None, None
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.NAME and tok.start[1] == 0 and tok.string == "class":
-            cls = "next"
-        elif cls == "next" and tok.type == tokenize.NAME:
-            cls = tok.string
-        elif tok.type == tokenize.NAME and tok.start[1] == 4 and field is None:
-            field = (cls, tok.string, tok.start[0])
-        elif tok.type == tokenize.COMMENT and field and tok.start[0] == field[2]:
-            found[field[:2]] = tok.string.lstrip("# ").strip()
-        if tok.type in (tokenize.NEWLINE, tokenize.NL):
-            field = None
-    return found
+    by_line = {tok.start[0]: tok.string.lstrip("# ").strip()
+               for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    return {(cls.name, field.target.id): by_line.get(field.lineno, "")
+            for cls in ast.parse(source).body if isinstance(cls, ast.ClassDef)
+            for field in cls.body if isinstance(field, ast.AnnAssign)}
 
 
 def _default(value) -> str:
