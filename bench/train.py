@@ -6,7 +6,7 @@ Data: synthetic *transformed* shards (the model's input contract: examples by re
 ids spread over the configured vocabularies, so the embedding tables have their reference sizes
 (title 50k, items 100k, x 128) whatever a small generated catalogue would give, and an item
 table of CATALOG items whose content the training step joins per batch (build.CTRModel.item_join).
-Ids and rows follow Zipf's law over their rank (ranked_ids). Export is off (train.export=false):
+Ids and rows follow Zipf's law over their rank (ranked_ids). Export is off (RECO_TRAIN_LAB, components/train/lab.py):
 the serving benchmark times it. The input pipeline is what training reads (examples by
 reference, shuffled in blocks, parsed); the bare reference reads the same files in order.
 
@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -135,17 +136,19 @@ def train_throughput(root: Path, data_dir: Path, workers: int, threads: int, pin
     """The gang's examples/s (from the first step's end, epoch ends included), its median-step
     rate and its seconds of epoch-end work."""
     from components import train
+    from components.train.lab import LabOptions
     from pipeline.config import load_config
     from pipeline.paths import RunPaths
 
     config = load_config(overrides={
         "data.artifact_root": str(root / "artifacts"), "data.staging_root": str(root / "ssd"),
-        "train.workers": workers, "train.threads_per_worker": threads, "train.pin_cpus": pin,
-        "train.epochs": EPOCHS, "train.export": False, "train.timeout_s": 1800.0,
+        "train.workers": workers, "train.threads_per_worker": threads,
+        "train.epochs": EPOCHS, "train.timeout_s": 1800.0,
         "train.gpus_per_worker": gpus // workers, "model.architecture": architecture,
     }, env={})
     paths = RunPaths.for_run(config, "2026-11-08", f"bench-{architecture}-{workers}w")
-    result = train.run(config, paths, data_dir=data_dir)
+    with mock.patch.dict(os.environ, LabOptions(export=False, pin_cpus=pin).env()):
+        result = train.run(config, paths, data_dir=data_dir)
     return {"examples_per_s": result.examples_per_s,
             "steady_examples_per_s": result.metrics["steady_examples_per_s"],
             "epoch_end_s": result.metrics["epoch_end_seconds"], "backup_s": result.metrics["backup_seconds"]}

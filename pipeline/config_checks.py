@@ -90,4 +90,8 @@ REMOVED_KEYS: dict[str, str] = {
     "model.content_weight": "the model reads the history items' own content; the content memory is gone",
     "train.validations_per_epoch": "validating more than once per epoch measured worse (docs/benchmarks.md)",
     "model.item_stats": "the window statistics as model inputs measured worse; the popularity blend reads them",
+    "train.xla_optimizer": "the XLA-compiled optimizer update measured slower (docs/benchmarks.md)",
+    "train.deterministic": "nothing set it; tests order the input through make_dataset directly",
+    "train.export": "a benchmark option now, outside the production config: RECO_TRAIN_LAB (components/train/lab.py)",
+    "train.pin_cpus": "a benchmark option now, outside the production config: RECO_TRAIN_LAB (components/train/lab.py)",
 }

@@ -131,11 +131,8 @@ class TrainConfig:
     timeout_s: float = 3600.0        # a gang still running after this is stopped and fails
     gpus_per_worker: int = 0         # 0: CPU (GPU paths are untested here: docs/scaling.md)
     threads_per_worker: int = 0          # TF intra-op threads; 0 = cores / workers on this host
-    pin_cpus: bool = False               # pin worker i to its own cores (benchmarks)
     readers: int = 4                     # files read in parallel per worker
-    deterministic: bool = False          # reproducible input order (tests)
     data_order_seed: int = 0         # the order of the training data only (initial weights are not seeded)
-    export: bool = True                  # false: train + evaluate only (benchmarks)
     warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
@@ -143,7 +140,6 @@ class TrainConfig:
     ema_momentum: float = 0.97           # validate, keep and export the weights' moving average (0: off)
     backup_interval_s: float = 300.0     # back up at an epoch end this long after the last (0: every epoch)
     profile_steps: tuple[int, ...] = ()  # (first, last): TF profile of those steps, train/profile/worker-i
-    xla_optimizer: bool = False          # XLA-compiled optimizer update (slower with lazy_adam: docs/benchmarks.md)
 
 
 @dataclass(frozen=True)

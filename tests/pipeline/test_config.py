@@ -111,7 +111,10 @@ def test_a_moved_key_is_refused_naming_its_new_place(tmp_path, old, new):
 @pytest.mark.parametrize("old, why", [("preprocess.side_input_max_items", "preprocess joins nothing"),
                                       ("model.content_units", "content memory is gone"),
                                       ("model.content_weight", "content memory is gone"),
-                                      ("train.validations_per_epoch", "measured worse")])
+                                      ("train.validations_per_epoch", "measured worse"),
+                                      ("train.xla_optimizer", "measured slower"),
+                                      ("train.export", "RECO_TRAIN_LAB"),
+                                      ("train.pin_cpus", "RECO_TRAIN_LAB")])
 def test_a_removed_key_is_refused_saying_why(tmp_path, old, why):
     section, key = old.split(".")
     for load in (lambda: load_config(write(tmp_path, f"{section}:\n  {key}: 1\n"), env={}),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from components.train.gang.launcher import Gang, GangSpec, cpu_sets, free_ports
 from components.train.gang.worker_spec import WORKER_MODULE, gpu_env, ready_file, tf_config, worker_args, worker_env
+from components.train.lab import lab_options
 from pipeline.config import PROJECT_ROOT, Config
 from pipeline.paths import RunPaths
 
@@ -30,7 +31,7 @@ def run_gang(config: Config, paths: RunPaths, config_json: Path, data_dir: Path 
         logs_dir=paths.logs_dir, ready_files=ready,
         startup_timeout_s=config.train.startup_timeout_s, timeout_s=config.train.timeout_s,
         kill_grace_s=config.train.kill_grace_s, progress_timeout_s=config.train.progress_timeout_s,
-        cpus=cpu_sets(n) if config.train.pin_cpus else (), cwd=PROJECT_ROOT)
+        cpus=cpu_sets(n) if lab_options().pin_cpus else (), cwd=PROJECT_ROOT)
     log.info("launching %d worker(s) on %s, %d intra-op thread(s) each", n, hosts, threads)
     started = time.monotonic()
     Gang(spec).run()

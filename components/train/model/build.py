@@ -94,10 +94,10 @@ def compile_model(model: keras.Model, train_cfg: TrainConfig, replicas: int) -> 
     kind = LazyAdam if train_cfg.optimizer == "lazy_adam" else keras.optimizers.Adam
     optimizer = kind(learning_rate=scaled_learning_rate(train_cfg, replicas), global_clipnorm=train_cfg.clip_norm,
                      use_ema=train_cfg.ema_momentum > 0, ema_momentum=train_cfg.ema_momentum)
-    # Plain (not XLA-compiled) by default, also on CPU: LazyAdam's gathers and scatters run
-    # several times slower compiled, and so does dense Adam once no embedding penalty makes its
-    # gradients dense (docs/benchmarks.md). `train.xla_optimizer` turns compilation on.
-    optimizer.jit_compile = train_cfg.xla_optimizer
+    # Not XLA-compiled, also on CPU: LazyAdam's gathers and scatters run several times slower
+    # compiled, and so does dense Adam once no embedding penalty makes its gradients dense
+    # (docs/decisions.md).
+    optimizer.jit_compile = False
     model.compile(
         optimizer=optimizer,
         loss=keras.losses.BinaryCrossentropy(),

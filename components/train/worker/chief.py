@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from components.train.lab import lab_options
 from components.train.model.build import VocabSizes, build_model, scaled_learning_rate
 from components.train.model.calibration import calibrate, held_out_evidence
 from components.train.model.tower import CALIBRATION
@@ -69,7 +70,8 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     """Evaluate, export (atomically), write the model card and result; drop the backup."""
     _check_item_table(t.eval_split.item_table)
     serving_model = local_copy(t.model, config, t.vocab)
-    if config.train.export:
+    exporting = lab_options().export
+    if exporting:
         module = export.serving_module(serving_model, t.eval_split.item_table, paths.transform_dir, config.model)
         predict = module.signatures_[export.SERVING_TRANSFORMED]
     else:                                                  # nothing to serve: no transform graph needed
@@ -88,7 +90,7 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     log.info("final metrics: %s", metrics)
     summaries.write_final(metrics, config.train.epochs)
     card = model_card(config, paths, t, metrics)
-    if config.train.export:
+    if exporting:
         export_dir = temp_sibling(paths.model_dir, "export")
         export.save_module(module, export_dir)
         card["export"] = saved_model_facts.export_size(export_dir)
@@ -96,9 +98,9 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
         publish_dir(export_dir, paths.model_dir)
         remove_stale_temps(paths.model_dir.parent, paths.model_dir.name)
     else:
-        log.warning("train.export is false: no SavedModel written")
+        log.warning("RECO_TRAIN_LAB export is false: no SavedModel written")
     write_json_atomic(paths.train_dir / MODEL_CARD_FILE, card)
-    result = TrainResult(model_dir=str(paths.model_dir) if config.train.export else "",
+    result = TrainResult(model_dir=str(paths.model_dir) if exporting else "",
                          model_card_path=str(paths.train_dir / MODEL_CARD_FILE),
                          tensorboard_dir=str(paths.tensorboard_dir), workers=t.workers,
                          epochs=config.train.epochs, examples_per_s=t.examples_per_s,

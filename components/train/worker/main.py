@@ -104,7 +104,7 @@ def _distributed(strategy, split, config: Config, global_batch: int, shuffle: bo
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return make_dataset(split.files, config.model, ctx.get_per_replica_batch_size(global_batch),
                             num_workers=ctx.num_input_pipelines, worker_index=ctx.input_pipeline_id,
-                            training=True, shuffle=shuffle, deterministic=config.train.deterministic or not shuffle,
+                            training=True, shuffle=shuffle, deterministic=not shuffle,
                             seed=config.train.data_order_seed, readers=config.train.readers,
                             compression=split.compression, sizes=split.sizes)
     return strategy.distribute_datasets_from_function(dataset_fn)

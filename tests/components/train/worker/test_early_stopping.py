@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components import train
+from components.train.lab import LabOptions
 from components.train.worker.input import Split, make_dataset
 from components.train.worker.main import _fit_metrics
 from pipeline.contracts import features as F
@@ -78,9 +79,10 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
 
 
 @pytest.mark.integration
-def test_a_run_without_export_needs_no_transform_graph(tmp_path):
-    """`train.export: false` (benchmarks, experiments) scores the eval split without a serving module."""
-    config = make_tiny_config(tmp_path, **{"train.epochs": 1, "train.export": False,
+def test_a_run_without_export_needs_no_transform_graph(tmp_path, monkeypatch):
+    """The lab's `export: false` (benchmarks) scores the eval split without a serving module."""
+    monkeypatch.setenv(*LabOptions(export=False).env().popitem())
+    config = make_tiny_config(tmp_path, **{"train.epochs": 1,
                                            "train.batch_size_per_replica": 8,
                                            "model.title_len": 8, "model.history_len": 10})
     paths = RunPaths.for_run(config, "2026-11-04", "no-export")
