@@ -6,7 +6,7 @@ Data: synthetic *transformed* shards (the model's input contract: examples by re
 ids spread over the configured vocabularies, so the embedding tables have their reference sizes
 (title 50k, items 100k, x 128) whatever a small generated catalogue would give, and an item
 table of CATALOG items whose content the training step joins per batch (build.CTRModel.item_join).
-Ids and rows follow Zipf's law over their rank (ranked_ids). Export is off (RECO_TRAIN_LAB, components/train/lab.py):
+Ids and rows follow Zipf's law over their rank (ranked_ids). Export is off (RECO_TRAIN_LAB: gang/lab.py):
 the serving benchmark times it. The input pipeline is what training reads (examples by
 reference, shuffled in blocks, parsed); the bare reference reads the same files in order.
 
@@ -136,7 +136,7 @@ def train_throughput(root: Path, data_dir: Path, workers: int, threads: int, pin
     """The gang's examples/s (from the first step's end, epoch ends included), its median-step
     rate and its seconds of epoch-end work."""
     from components import train
-    from components.train.lab import LabOptions
+    from components.train.gang.lab import LabOptions
     from pipeline.config import load_config
     from pipeline.paths import RunPaths
 

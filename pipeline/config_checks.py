@@ -92,6 +92,6 @@ REMOVED_KEYS: dict[str, str] = {
     "model.item_stats": "the window statistics as model inputs measured worse; the popularity blend reads them",
     "train.xla_optimizer": "the XLA-compiled optimizer update measured slower (docs/benchmarks.md)",
     "train.deterministic": "nothing set it; tests order the input through make_dataset directly",
-    "train.export": "a benchmark option now, outside the production config: RECO_TRAIN_LAB (components/train/lab.py)",
-    "train.pin_cpus": "a benchmark option now, outside the production config: RECO_TRAIN_LAB (components/train/lab.py)",
+    "train.export": "a benchmark option now, not production config: RECO_TRAIN_LAB (components/train/gang/lab.py)",
+    "train.pin_cpus": "a benchmark option now, not production config: RECO_TRAIN_LAB (components/train/gang/lab.py)",
 }

@@ -81,7 +81,7 @@ class ModelConfig:
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     dropout: float = 0.1             # after the first dense layer
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
-    stack_popularity: bool = True        # last layer blends the model with item popularity (calibration.py)
+    stack_popularity: bool = True        # last layer blends the model with item popularity (blend.py)
     wide_bias: bool = True               # din: per-item and per-user logit biases (the wide part)
     bias_l2: float = 1.0                 # L2 on the looked-up bias rows (x SCALE^-2 on the bias: din.ScaledBias)
     serving_xla: bool | None = None      # XLA-compile the export's model part; null: where it pays

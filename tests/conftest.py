@@ -49,6 +49,14 @@ TINY = {
 }
 
 
+# Tests that train but whose subject is not the gang train one worker: on these tiny runs a
+# 2-worker gang costs about 2.6 times the CPU of one worker (two TensorFlow processes, eager
+# collective setup), and the suite is CPU-bound. The gang keeps its own tests on 2 workers
+# (tests/components/train/test_train_e2e.py, gang/), and so do the README walk-through and the
+# preprocess/stage layout (shards per worker), which read TINY's 2.
+ONE_WORKER = {"train.workers": 1}
+
+
 def tiny_overrides(root) -> dict:
     return {
         **TINY,
@@ -110,10 +118,10 @@ def staged(tiny_config, run_paths, preprocessed):
 
 @pytest.fixture(scope="session")
 def trained(tiny_config, run_paths, staged):
-    """The real 2-worker training launch, once per session."""
+    """The real training launch (one worker: ONE_WORKER), once per session."""
     from components import train
 
-    return train.run(tiny_config, run_paths)
+    return train.run(tiny_config.with_overrides(ONE_WORKER), run_paths)
 
 
 @pytest.fixture(scope="session")

@@ -188,10 +188,10 @@ def _story_config(root: Path):
     `push.approvers` stays at its default (empty): anyone may answer a forced push's request, so
     the story meets the requester's own Approve (refused, the request kept open)."""
     from pipeline.datagen import generate
-    from tests.conftest import make_tiny_config
+    from tests.conftest import ONE_WORKER, make_tiny_config
 
     since = dt.datetime.now(dt.UTC) - dt.datetime.combine(STORY_DAY + dt.timedelta(days=1), dt.time(), dt.UTC)
-    config = make_tiny_config(root, **{"schedule.cron": "0 2 1 1 *", "schedule.retries": 1,
+    config = make_tiny_config(root, **{"schedule.cron": "0 2 1 1 *", "schedule.retries": 1, **ONE_WORKER,
                                        "schedule.retry_delay_s": 1.0, "schedule.data_poke_s": 1.0,
                                        "schedule.data_wait_h": since.total_seconds() / 3600 + 1})
     (root / "params.yaml").write_text(yaml.safe_dump(config.to_dict()))

@@ -121,7 +121,7 @@ print(summary["served_version"], heavy)
 # Who may import whom inside components/train (the rooms' __init__ docstrings say why).
 TRAIN_ROOMS = {
     "model": {"model"},
-    "worker": {"model", "worker", "gang.heartbeat"},
+    "worker": {"model", "worker", "gang.heartbeat", "gang.lab"},
     "gang": {"gang"},
     "k8s": {"k8s", "gang.worker_spec", "gang.heartbeat", "gang.launcher"},
 }

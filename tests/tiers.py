@@ -33,7 +33,7 @@ MAY_USE = {"unit": {"unit"}, "integration": {"unit", "integration"},
 HEAVY_FIXTURES = {
     "preprocessed": "integration",      # the session's Beam + tf.Transform run
     "train_data": "integration",        # tf.Transform on Beam, in a subprocess
-    "trained": "integration",           # the session's 2-worker gang
+    "trained": "integration",           # the session's training launch
     "gang_scenario": "integration",     # the kill / resume / export-kill gang
     "live": "airflow",                  # the one live scheduler + api-server (tests/live_airflow.py)
     "airflow_home": "airflow",          # a migrated Airflow home

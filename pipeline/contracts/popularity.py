@@ -57,7 +57,7 @@ def exposure_prior_logits(shown, clicks, iterations: int = 100) -> np.ndarray:
 def evidence(shown, clicks) -> np.ndarray:
     """[n, 2] float32 per item: its click log-odds estimated as above, and log(1 + impressions),
     from each item's window counts; an item with no impressions gets the window's log-odds and 0.
-    What the model's last layer blends with its own logit (components/train/model/calibration.py):
+    What the model's last layer blends with its own logit (components/train/model/blend.py):
     how popular the item is, and how much that rests on."""
     n, k = np.asarray(shown, np.float64), np.asarray(clicks, np.float64)
     out = np.zeros((len(n), 2), np.float32)

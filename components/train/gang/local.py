@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from components.train.gang.lab import lab_options
 from components.train.gang.launcher import Gang, GangSpec, cpu_sets, free_ports
 from components.train.gang.worker_spec import WORKER_MODULE, gpu_env, ready_file, tf_config, worker_args, worker_env
-from components.train.lab import lab_options
 from pipeline.config import PROJECT_ROOT, Config
 from pipeline.paths import RunPaths
 

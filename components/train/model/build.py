@@ -15,7 +15,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from components.train.model.tower import CALIBRATION
+from components.train.model.tower import BLEND_LAYER
 from components.train.model.vocab import VocabSizes
 from pipeline.config import ModelConfig, TrainConfig
 
@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
     """Uncompiled model of `model.architecture` over the transformed features, ending in the
-    (identity until fitted) Platt calibration of calibration.py."""
-    from components.train.model.calibration import Calibration
+    (identity until fitted) Platt calibration and popularity blend of blend.py."""
+    from components.train.model.blend import CalibratedBlend
 
     if model_cfg.architecture == "din":
         from components.train.model.din import build_din
@@ -35,7 +35,7 @@ def build_model(model_cfg: ModelConfig, vocab: VocabSizes) -> keras.Model:
         from components.train.model.reference import build_reference
 
         core = build_reference(model_cfg, vocab)
-    out = Calibration(name=CALIBRATION, dtype="float32")(core.output)
+    out = CalibratedBlend(name=BLEND_LAYER, dtype="float32")(core.output)
     return CTRModel(inputs=core.input, outputs=out, name=core.name)
 
 

@@ -18,7 +18,10 @@ import tf_keras as keras
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 
-TOWER, SCORER, CALIBRATION = "item_tower", "scorer", "calibration"
+TOWER, SCORER = "item_tower", "scorer"
+# The last layer (blend.py): its saved name stays "calibration", the name served models' variables
+# and backups carry, so warm start and resume read the models trained before the rename.
+BLEND_LAYER = "calibration"
 TARGET_CONTENT, HISTORY_CONTENT = "target_content", "history_content"   # scorer inputs (vectors)
 EXAMPLE_IDS = (F.HISTORY_IDS, F.TARGET_ID, *F.CONTEXT_IDS)    # what an example carries itself
 SCORER_IDS = EXAMPLE_IDS

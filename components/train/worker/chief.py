@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from components.train.lab import lab_options
+from components.train.gang.lab import lab_options
+from components.train.model.blend import calibrate, held_out_evidence
 from components.train.model.build import VocabSizes, build_model, scaled_learning_rate
-from components.train.model.calibration import calibrate, held_out_evidence
-from components.train.model.tower import CALIBRATION
+from components.train.model.tower import BLEND_LAYER
 from components.train.worker import export, saved_model_facts, scoring
 from components.train.worker.input import Split, item_content, make_dataset, read_split
 from pipeline.config import Config
@@ -139,10 +139,10 @@ def evaluate(predict, dataset: tf.data.Dataset, model_cfg) -> dict[str, float]:
 
 
 def calibrate_on(model: keras.Model, predict, valid: Split, config: Config, batch: int) -> dict[str, float]:
-    """Fit the model's last layer (model/calibration.py) on the validation split, scored through
+    """Fit the model's last layer (model/blend.py) on the validation split, scored through
     the export's own function with that layer at the identity; the blend's evidence from the item
     table's counts without the validation rows."""
-    layer = model.get_layer(CALIBRATION)
+    layer = model.get_layer(BLEND_LAYER)
     layer.reset()
     probs, rows, labels = [], [], []
     for features, label in make_dataset(valid.files, config.model, batch, training=False, deterministic=True,

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.train.model.tower import (
-    CALIBRATION,
+    BLEND_LAYER,
     EXAMPLE_IDS,
     HISTORY_CONTENT,
     SCORER,
@@ -58,13 +58,13 @@ class Scoring:
 
     def __init__(self, model, content: dict[str, np.ndarray], model_cfg: ModelConfig):
         self.tower, self.scorer = model.get_layer(TOWER), model.get_layer(SCORER)
-        self.calibration = model.get_layer(CALIBRATION)
+        self.calibration = model.get_layer(BLEND_LAYER)
         self.ids = scorer_ids(self.scorer)
         self.model_variables = list(model.variables)
         self.vectors = tf.Variable(item_vectors(self.tower, content), trainable=False, name="item_vectors")
         self.in_table = tf.constant(content[IT.EMBEDDING_ID] > 0)      # rows the table holds
         self.last_row = IT.clip_row(len(content[IT.EMBEDDING_ID]))
-        # What the last layer blends with the model's logit (model/calibration.py), by row;
+        # What the last layer blends with the model's logit (model/blend.py), by row;
         # rows with no impressions (newer than the table too) read the window's rate.
         self.evidence = tf.constant(popularity.evidence(content[IT.SHOWN], content[IT.CLICKS]))
         jit = True if model_cfg.xla_export else None

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.conftest import make_tiny_config
+from tests.conftest import ONE_WORKER, make_tiny_config
 
 TRAIN_ROWS, EVAL_ROWS = 960, 120
 TRAIN_EXTRA = {
@@ -22,7 +22,9 @@ TRAIN_EXTRA = {
     "train.kill_grace_s": 2.0,
     "train.startup_timeout_s": 120.0,
     "train.timeout_s": 600.0,
+    **ONE_WORKER,          # the gang's own tests (test_train_e2e.py) take GANG
 }
+GANG = {"train.workers": 2}
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from pipeline.contracts import item_table as IT
 from pipeline.contracts import staged
 from pipeline.paths import RunPaths
 from tests.components.preprocess.helpers import RUN_DATE
+from tests.conftest import ONE_WORKER
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture()
 def clone(tiny_config, run_paths, preprocessed, tmp_path):
     """A run of its own (own SSD) with a copy of the session's real preprocess output, staged."""
-    cfg = tiny_config.with_overrides({"data.staging_root": str(tmp_path / "ssd"), "train.epochs": 1})
+    cfg = tiny_config.with_overrides({"data.staging_root": str(tmp_path / "ssd"), "train.epochs": 1, **ONE_WORKER})
     paths = RunPaths.for_run(cfg, RUN_DATE, f"restage-{tmp_path.name}")
     for part in ("examples_dir", "transform_dir"):
         shutil.copytree(getattr(run_paths, part), getattr(paths, part))

@@ -22,7 +22,7 @@ from components import train
 from components.train.gang.launcher import GangError
 from components.train.worker import export
 from pipeline.contracts import features as F
-from tests.components.train.conftest import EVAL_ROWS, TRAIN_ROWS, saved_epoch, worker_processes
+from tests.components.train.conftest import EVAL_ROWS, GANG, TRAIN_ROWS, saved_epoch, worker_processes
 from tests.components.train.tft_fixture import read_in_raw_order
 
 pytestmark = pytest.mark.integration
@@ -45,19 +45,24 @@ def _kill_worker_after_first_epoch(paths, facts: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def scenario(train_config, train_data):
+def gang_config(train_config):
+    return train_config.with_overrides(GANG)
+
+
+@pytest.fixture(scope="module")
+def scenario(gang_config, train_data):
     paths, eval_raw = train_data
     facts: dict = {}
     watcher = threading.Thread(target=_kill_worker_after_first_epoch, args=(paths, facts))
     watcher.start()
     try:
-        train.run(train_config, paths)
+        train.run(gang_config, paths)
     except GangError as err:
         facts["error"], facts["failed_at"] = err, time.monotonic()
     watcher.join()
     facts["leftover"] = [p.pid for p in worker_processes()]
     facts["saved_epoch"] = saved_epoch(paths.backup_dir)
-    facts["result"] = train.run(train_config, paths)           # the orchestrator's retry
+    facts["result"] = train.run(gang_config, paths)           # the orchestrator's retry
     return paths, eval_raw, facts
 
 
@@ -73,12 +78,12 @@ def test_killed_worker_fails_the_gang_fast_and_is_named(scenario):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
-def test_relaunch_resumes_from_the_backup(scenario, train_config):
+def test_relaunch_resumes_from_the_backup(scenario, gang_config):
     paths, _, facts = scenario
     result = facts["result"]
     assert facts["saved_epoch"] + 1 >= facts["backed_up_at_kill"] >= 1
     assert result.initial_epoch == facts["saved_epoch"] + 1       # resumed, not restarted
-    assert 1 <= result.initial_epoch < train_config.train.epochs
+    assert 1 <= result.initial_epoch < gang_config.train.epochs
     card = json.loads((paths.train_dir / "model_card.json").read_text())
     assert card["initial_epoch"] == result.initial_epoch
     assert not paths.backup_dir.exists()            # removed once the model was published
@@ -97,14 +102,14 @@ def test_two_workers_learn(scenario):
     assert all(b.steps > 0 and b.phase == heartbeat.DONE for b in beats), beats
 
 
-def test_model_card(scenario, train_config):
+def test_model_card(scenario, gang_config):
     paths, _, facts = scenario
     card = json.loads((paths.model_dir / "model_card.json").read_text())
     assert card["data_window"] == {"train_dates": ["2026-11-01", "2026-11-02", "2026-11-03"],
                                    "eval_date": "2026-11-04"}
     assert card["examples"] == {"train": TRAIN_ROWS, "eval": EVAL_ROWS}
     assert card["workers"] == 2 and card["replicas"] == 2
-    assert card["epochs"] == train_config.train.epochs
+    assert card["epochs"] == gang_config.train.epochs
     assert card["global_batch_size"] == 16 and card["learning_rate"] == pytest.approx(0.005)
     assert card["collective"] == "RING" and card["mixed_precision"] is False
     assert card["metrics"] == pytest.approx(facts["result"].metrics)
@@ -130,7 +135,7 @@ def _padded(histories, left: bool) -> np.ndarray:
     return out
 
 
-def test_raw_export_matches_transform_then_model(scenario, train_config):
+def test_raw_export_matches_transform_then_model(scenario, gang_config):
     """Training/serving skew check: raw features through the exported graph vs Beam's output."""
     paths, eval_raw, _ = scenario
     loaded = tf.saved_model.load(str(paths.model_dir))
@@ -141,9 +146,9 @@ def test_raw_export_matches_transform_then_model(scenario, train_config):
     raw_right = serve(**raw, history_item_ids=tf.constant(_padded(histories, left=False)))["probability"]
     raw_left = serve(**raw, history_item_ids=tf.constant(_padded(histories, left=True)))["probability"]
 
-    beam = read_in_raw_order(paths.staged_dir / "eval", paths.transform_dir, eval_raw, train_config.model)
+    beam = read_in_raw_order(paths.staged_dir / "eval", paths.transform_dir, eval_raw, gang_config.model)
     bare = loaded.signatures[export.SERVING_TRANSFORMED](
-        **{name: tf.constant(beam[name]) for name in F.example_input_names(train_config.model)})["probability"]
+        **{name: tf.constant(beam[name]) for name in F.example_input_names(gang_config.model)})["probability"]
     np.testing.assert_allclose(raw_right.numpy(), bare.numpy(), atol=1e-5, rtol=0)
     by_id = loaded.signatures[export.SERVING_BY_ID](
         **{k: raw[k] for k in F.BY_ID_SERVING_FEATURES if k != F.HISTORY},

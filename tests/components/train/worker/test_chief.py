@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from components import train
-from components.train.model.calibration import STACK_TERMS
+from components.train.model.blend import STACK_TERMS
 from components.train.worker import export
 from components.train.worker.input import make_dataset
 from pipeline.contracts import features as F
@@ -15,7 +15,7 @@ from pipeline.contracts import item_table as IT
 from pipeline.contracts.popularity import evidence
 from pipeline.paths import RunPaths
 from tests.components.train.synthetic import write_with_manifest
-from tests.conftest import make_tiny_config
+from tests.conftest import ONE_WORKER, make_tiny_config
 
 
 def _logit(p):
@@ -29,7 +29,7 @@ def test_the_export_serves_the_popularity_blend_fitted_on_validation(tmp_path, t
     exactly the blend's terms on the item table's evidence by row: the export reads the counts the
     chief fitted the blend for, by the row each example names."""
     transform_paths, _ = train_data
-    config = make_tiny_config(tmp_path, **{"train.epochs": 2, "train.batch_size_per_replica": 8,
+    config = make_tiny_config(tmp_path, **{"train.epochs": 2, "train.batch_size_per_replica": 8, **ONE_WORKER,
                                            "train.learning_rate": 0.002,
                                            "model.title_len": 8, "model.history_len": 10})
     paths = RunPaths.for_run(config, "2026-11-04", "blend")

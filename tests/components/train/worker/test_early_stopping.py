@@ -8,14 +8,14 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components import train
-from components.train.lab import LabOptions
+from components.train.gang.lab import LabOptions
 from components.train.worker.input import Split, make_dataset
 from components.train.worker.main import _fit_metrics
 from pipeline.contracts import features as F
 from pipeline.contracts import manifest as M
 from pipeline.paths import RunPaths
 from tests.components.train.synthetic import write_with_manifest
-from tests.conftest import make_tiny_config
+from tests.conftest import ONE_WORKER, make_tiny_config
 
 SHARDS, PER_SHARD = 8, 32
 
@@ -48,7 +48,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
     """With averaging, the round's validation, the weights kept and the export are the average's."""
     transform_paths, _ = train_data
     config = make_tiny_config(tmp_path, **{"train.epochs": 3, "train.early_stopping_patience": 1,
-                                           "train.ema_momentum": ema_momentum,
+                                           "train.ema_momentum": ema_momentum, **ONE_WORKER,
                                            "model.stack_popularity": False,
                                            "train.batch_size_per_replica": 8, "train.learning_rate": 0.02,
                                            "model.title_len": 8, "model.history_len": 10})
@@ -64,7 +64,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
     # its Platt calibration undone (Keras' AUC bins probabilities, so squeezing them moves it;
     # the popularity blend, which changes the ranking, is off):
     # the same AUC fit() reported for the best epoch, i.e. its weights were restored.
-    held = sorted((data / "train").glob("*.tfrecord"))[-2:]
+    held = sorted((data / "train").glob("*.tfrecord"))[-config.train.workers:]
     loaded = tf.saved_model.load(str(paths.model_dir))
     auc = keras.metrics.AUC()
     a, b = m["calibration_a"], m["calibration_b"]
@@ -82,7 +82,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
 def test_a_run_without_export_needs_no_transform_graph(tmp_path, monkeypatch):
     """The lab's `export: false` (benchmarks) scores the eval split without a serving module."""
     monkeypatch.setenv(*LabOptions(export=False).env().popitem())
-    config = make_tiny_config(tmp_path, **{"train.epochs": 1,
+    config = make_tiny_config(tmp_path, **{"train.epochs": 1, **ONE_WORKER,
                                            "train.batch_size_per_replica": 8,
                                            "model.title_len": 8, "model.history_len": 10})
     paths = RunPaths.for_run(config, "2026-11-04", "no-export")

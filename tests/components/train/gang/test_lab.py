@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.train.lab import ENV, LabOptions, lab_options
+from components.train.gang.lab import ENV, LabOptions, lab_options
 
 
 def test_unset_means_production_behaviour():

@@ -46,7 +46,7 @@ def _stack_terms(m, q, s, concat):
     return concat([q, s, q * s, m * s])
 
 
-class Calibration(keras.layers.Layer):
+class CalibratedBlend(keras.layers.Layer):
     """(p, evidence [.., 2] or None) -> sigmoid(a logit(p) + b + the blend's terms); the identity
     (a = 1, b = 0, blend 0) until `calibrate` sets them. Training calls it without evidence."""
 
@@ -145,7 +145,7 @@ def held_out_evidence(shown: np.ndarray, clicks: np.ndarray, rows: np.ndarray, l
     return item_evidence(rest_shown, rest_clicks)[rows]
 
 
-def calibrate(layer: Calibration, probs: np.ndarray, labels: np.ndarray,
+def calibrate(layer: CalibratedBlend, probs: np.ndarray, labels: np.ndarray,
               evidence: np.ndarray | None = None) -> dict[str, float]:
     """Fit `layer` on validation rows: the model's uncalibrated probabilities, their labels and,
     for the blend, their items' held-out evidence. Returns the fitted weights by name."""
@@ -163,7 +163,7 @@ def calibrate(layer: Calibration, probs: np.ndarray, labels: np.ndarray,
     return fitted
 
 
-def weights(layer: Calibration) -> dict[str, float]:
+def weights(layer: CalibratedBlend) -> dict[str, float]:
     stack = layer.stack.numpy()
     return {"calibration_a": float(layer.a.numpy()), "calibration_b": float(layer.b.numpy()),
             **{f"stack_{name}": float(v) for name, v in zip(STACK_TERMS, stack, strict=True)}}

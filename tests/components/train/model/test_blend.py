@@ -9,7 +9,7 @@ import tensorflow as tf
 import tf_keras as keras
 from sklearn.metrics import log_loss, roc_auc_score
 
-from components.train.model.calibration import MIN_SLOPE, Calibration, calibrate, fit_last_layer, held_out_evidence
+from components.train.model.blend import MIN_SLOPE, CalibratedBlend, calibrate, fit_last_layer, held_out_evidence
 from pipeline.contracts.popularity import evidence as item_evidence
 
 
@@ -21,7 +21,7 @@ def _overconfident(n=20000, seed=0):
 
 
 def _layer():
-    layer = Calibration(name="calibration")
+    layer = CalibratedBlend(name="calibration")
     layer.build((None, 1))
     return layer
 
@@ -41,7 +41,7 @@ def test_platt_alone_recovers_the_true_map_and_never_hurts():
 def test_the_layer_is_the_identity_until_calibrated_then_fits_held_out_rows():
     probs, labels = _overconfident(4000, seed=1)
     inputs = keras.Input(shape=(1,), name="p")
-    model = keras.Model(inputs, Calibration(name="calibration")(inputs))
+    model = keras.Model(inputs, CalibratedBlend(name="calibration")(inputs))
     x = probs.astype(np.float32)[:, None]
     np.testing.assert_allclose(model(x).numpy(), x, atol=1e-5)
     fitted = calibrate(model.get_layer("calibration"), probs, labels)
