@@ -40,7 +40,10 @@ from pipeline.paths import RunPaths
 log = logging.getLogger("bench.quality")
 START = dt.date(2026, 11, 1)
 SIZES = {"demo": {"generator.events_per_day": 4000}, "large": {"generator.events_per_day": 50_000}}
-GOAL_REGIMES = "AUC >= best baseline + 0.01 and >= item CTR + 0.02"
+# Restated 2026-12 after goal_reach measured that item-driven worlds leave almost no room above the
+# best baseline: the full lift is asked only where reading the history can give it.
+GOAL_REGIMES = ("AUC >= best baseline + 0.005, and >= best baseline + 0.01 where the content ceiling "
+                "is >= best baseline + 0.03")
 
 
 def _config(work: Path, size: dict, **extra):

@@ -169,15 +169,16 @@ QUALITY = (["size", "model AUC / log loss (median)", "AUC per seed (spread)", "b
      "one run", *[""] * 7, "{train_s_reference_arch_large:.1f} s", "", ""),
 ])
 QUALITY_REGIMES = (["regime (demo size)", "model AUC (median)", "AUC per seed (spread)", "best baseline (which)",
-                    "item CTR", "LR user + item", "LR content + history", "model − best baseline",
-                    "model − item CTR", "ceiling", "appeal ceiling", "content ceiling", "goal", "met?"],
+                    "item CTR", "LR user + item", "LR content + history", "LR item + history + user",
+                    "model − best baseline", "lift asked (content ceiling − best baseline)", "ceiling",
+                    "appeal ceiling", "content ceiling", "met?"],
                    each(tuple(f"{r}_demo" for r in REGIMES), (
                        "quality", "`@`", "**{auc_model_@:.3f}**", "{seeds_list_@} ({auc_seed_spread_@:.3f})",
                        "{auc_best_baseline_@:.3f} ({best_baseline_@})", "{auc_item_ctr_@:.3f}",
                        "{auc_lr_user_item_@:.3f}", "{auc_lr_content_history_@:.3f}",
-                       "{auc_over_best_baseline_@:+.3f}", "{auc_over_item_ctr_@:+.3f}", "{ceiling_auc_@:.3f}",
-                       "{ceiling_appeal_auc_@:.3f}", "{ceiling_content_auc_@:.3f}", "{goal_text_regimes}",
-                       "{met_@}")))
+                       "{auc_lr_item_history_user_@:.3f}", "{auc_over_best_baseline_@:+.4f}",
+                       "+{asked_@:.3f} ({room_@:+.3f})", "{ceiling_auc_@:.3f}",
+                       "{ceiling_appeal_auc_@:.3f}", "{ceiling_content_auc_@:.3f}", "{met_@}")))
 GOAL_REACH = (["regime", "events per day (window rows)", "item CTR", "best baseline (which)", "goal AUC",
                "appeal ceiling", "content ceiling", "ceiling", "goal − content ceiling", "goal − ceiling"],
               each(tuple(f"{r}_{n}" for r in REGIMES for n in GOAL_REACH_EVENTS_PER_DAY), (
