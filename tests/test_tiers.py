@@ -12,7 +12,7 @@ from pipeline.config import PROJECT_ROOT
 from tests.tiers import TierViolation, refused
 
 
-def test_a_unit_test_cannot_run_a_beam_pipeline_a_gang_or_airflow(tmp_path):
+def test_a_unit_test_cannot_run_a_beam_pipeline_a_gang_airflow_or_a_push_verification(tmp_path):
     """This test is unit (unmarked): the guard is armed around it, as around every unit test."""
     import apache_beam as beam
 
@@ -25,7 +25,7 @@ def test_a_unit_test_cannot_run_a_beam_pipeline_a_gang_or_airflow(tmp_path):
         Gang(GangSpec(commands=[["true"]], envs=[{}], logs_dir=tmp_path, ready_files=[tmp_path / "r"],
                       startup_timeout_s=1, timeout_s=1, kill_grace_s=0)).run()
     for command in (["airflow", "dags", "list"], [sys.executable, "-m", "components.train.worker"],
-                    ["bash", "scripts/airflow_standalone.sh"]):
+                    ["bash", "scripts/airflow_standalone.sh"], [sys.executable, "-m", "components.push.verify"]):
         with pytest.raises(TierViolation, match="unit test started"):
             subprocess.run(command, capture_output=True)
 
@@ -62,3 +62,12 @@ def test_a_test_that_needs_a_heavier_tier_fails_the_collection(tmp_path, tier, f
     assert (done.returncode == 0) is ok, done.stdout + done.stderr
     if not ok:
         assert f"a {tier} test uses fixture {fixture!r}" in done.stdout + done.stderr
+
+
+def test_integration_groups_keep_shared_set_ups_together_and_spread_the_rest():
+    from tests.tiers import xdist_group
+
+    assert xdist_group("integration", ("tmp_path", "preprocessed"), "tests/a.py") == "integration"
+    assert xdist_group("integration", ("train_data",), "tests/a.py") == "integration-train"
+    assert xdist_group("integration", ("tmp_path",), "tests/a.py") != xdist_group("integration", (), "tests/b.py")
+    assert xdist_group("airflow", ("live",), "tests/a.py") == "airflow-live"

@@ -1,7 +1,9 @@
 """The suite's tiers, as markers, and the two checks that keep their names honest.
 
 - unit: pure Python, contracts, config, the DAG's structure in process, Keras model builds,
-  stand-in SavedModels. No Beam pipeline, no process gang, no Airflow process: `make test-fast`.
+  stand-in SavedModels. No Beam pipeline, no process gang, no Airflow process, and no push
+  (its verification starts a process that loads TensorFlow, a few seconds of CPU each):
+  `make test-fast`.
 - integration: the real components on tiny data: one session-scoped Beam + tf.Transform run
   (`preprocessed`), real training gangs, kill and resume.
 - airflow: real Airflow: `airflow dags test` stories and one live scheduler + api-server.
@@ -61,19 +63,24 @@ def pytest_itemcollected(item):
     if not tiers:
         item.add_marker(pytest.mark.unit)
     elif tiers[0] != "unit":
-        item.add_marker(pytest.mark.xdist_group(xdist_group(tiers[0], getattr(item, "fixturenames", ()))))
+        group = xdist_group(tiers[0], getattr(item, "fixturenames", ()), item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
-def xdist_group(tier: str, fixtures) -> str:
+def xdist_group(tier: str, fixtures, module: str = "") -> str:
     """A heavy tier's xdist group: a group's session fixtures are built once, on its worker.
     The airflow tier is two: the tests on the one live Celery stack (`live`) and the rest (each
     starts its own Airflow); both spend much of their time waiting on a scheduler. The
-    integration tier is two: the tests on the session's preprocess output and trained model
-    (`preprocessed`, `trained`) and the rest (their own data, or the small `train_data`)."""
+    integration tier: the tests on the session's preprocess output and trained model
+    (`preprocessed`, `trained`), the tests on the small tf.Transform run (`train_data`), and one
+    group per module for the rest (their module-scoped set-ups are built once, and the modules
+    spread over both workers: one group of them all was the suite's longest)."""
     if tier == "airflow":
         return "airflow-live" if "live" in fixtures else tier
     if tier == "integration":
-        return tier if {"preprocessed", "trained"} & set(fixtures) else "integration-other"
+        if {"preprocessed", "trained"} & set(fixtures):
+            return tier
+        return "integration-train" if "train_data" in fixtures else f"integration:{module}"
     return tier
 
 
@@ -109,11 +116,13 @@ def _name_xdist_groups(items) -> None:
             item._id = coerce_node_id(f"{item.nodeid}@{group.args[0]}")
 
 
-REFUSED_COMMANDS = ("airflow", "components.train.worker", "airflow_standalone.sh", "tft_fixture")
+REFUSED_COMMANDS = ("airflow", "components.train.worker", "airflow_standalone.sh", "tft_fixture",
+                    "components.push.verify")
 
 
 def refused(args) -> str | None:
-    """What of a command line a unit test may not start: Airflow, a training worker, Beam."""
+    """What of a command line a unit test may not start: Airflow, a training worker, Beam, push's
+    verification child."""
     tokens = [args] if isinstance(args, (str, bytes)) else list(args)
     text = " ".join(str(t) for t in tokens)
     if "--help" in text:

@@ -161,6 +161,7 @@ def test_botocore_variables_reach_the_store_too(s3_server, store, tmp_path):  # 
     assert other["done"] == ["eval"]
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_evaluate_on_one_machine_push_on_another_and_a_third_reads_their_records(s3_server, store, runs,  # noqa: F811
                                                                                 tmp_path):
     """The real evaluate and push steps through the wrapper every DAG task runs

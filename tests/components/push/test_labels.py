@@ -174,6 +174,7 @@ def _timed_out_canary(runs):
     return config, paths, standin
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_canary_that_never_loads_is_not_served_and_a_retried_push_moves_stable_to_it(runs, fast_polls):
     """After a LabelTimeout users of `stable` still get the old version, so the gate's baseline and
     the push's served version stay on it; rerunning the push labels the waiting canary, no new version."""
@@ -195,6 +196,7 @@ def test_a_canary_that_never_loads_is_not_served_and_a_retried_push_moves_stable
     assert parse(config.data.serving_base)["labels"] == {"stable": 2}
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_rollback_gives_up_on_a_canary_that_never_loaded(runs, fast_polls):
     from components.push.rollback import rollback
 

@@ -24,6 +24,7 @@ def _hidden(config):
             if p.name.startswith(".")]
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_blessed_push_publishes_a_verified_version_tf_serving_can_read(runs):
     config, paths = runs.make(MALFORMED_DAY)
     assert evaluate(config, paths).blessed
@@ -100,6 +101,7 @@ def test_the_cli_exits_3_on_a_skipped_push_and_0_with_exit_zero(runs, tmp_path):
     assert json.loads(result_json.read_text())["pushed"] is False and _versions(config) == [1]
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_backfill_is_skipped_unless_allowed(runs):
     config, paths = runs.make(CLEAN_DAY)
     runs.serve_by_hand(config, 1, "bad", data_date=MALFORMED_DAY)       # served data is newer
@@ -112,6 +114,7 @@ def test_backfill_is_skipped_unless_allowed(runs):
     assert serving.read_push_record(paths.model_base / "2")["backfill"] is True
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_verification_mismatch_unpublishes_and_fails(runs):
     config, paths = runs.make(CLEAN_DAY, model="bad")
     runs.serve_by_hand(config, 1, "good", data_date=FIRST_DAY)
@@ -130,6 +133,7 @@ def test_verification_mismatch_unpublishes_and_fails(runs):
     assert serving.read_push_record(paths.model_base / "1")["data_date"] == FIRST_DAY.isoformat()
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_an_export_without_facts_is_pushed_with_conservative_flags(runs, caplog):
     """A model exported before the train step recorded its facts (a retry after an upgrade)."""
     config, paths = runs.make(MALFORMED_DAY)

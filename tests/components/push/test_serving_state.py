@@ -76,6 +76,7 @@ def _retrained(paths) -> None:
     (paths.model_dir / "assets.extra" / "note.txt").write_text("retrained")
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_pin_in_models_config_is_kept_is_the_gates_baseline_and_survives_retention(runs, caplog):
     config, paths = runs.make(CLEAN_DAY, **{"push.keep_versions": 2})
     runs.serve_by_hand(config, 1, "good", data_date=FIRST_DAY)
@@ -131,6 +132,7 @@ def test_an_unparsable_models_config_is_refused_before_anything_is_published(run
         evaluate(config, paths)                                         # the gate cannot tell what serves
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_hand_copied_hotfix_is_never_replaced_by_a_backfill_unless_forced(runs):
     config, paths = runs.make(CLEAN_DAY)                                # data date 11-03
     runs.serve_by_hand(config, 1, "bad", data_date=MALFORMED_DAY)       # pushed for 11-04
@@ -148,6 +150,7 @@ def test_a_hand_copied_hotfix_is_never_replaced_by_a_backfill_unless_forced(runs
     assert serving.read_push_record(paths.model_base / "3")["replaces_unrecorded"] == 2
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_hotfix_nothing_dates_is_kept_and_a_newer_night_replaces_a_dated_one(runs, tmp_path):
     config, paths = runs.make(CLEAN_DAY)
     runs.serve_by_hand(config, 1, "good")                               # the only version, copied by hand
@@ -166,6 +169,7 @@ def test_a_hotfix_nothing_dates_is_kept_and_a_newer_night_replaces_a_dated_one(r
     assert serving.read_push_record(paths.model_base / "3")["replaces_unrecorded"] == 2
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_lost_serving_volume_is_not_blessed_on_absolute_thresholds(runs):
     import shutil
 

@@ -62,6 +62,7 @@ def _history(config) -> dict:
     return serving.read_history(config.data.serving_base, config.push.model_name, "push")
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_push_is_verified_through_tf_serving_s_session_path(runs):
     config, paths = _push(runs)
     result = run(config, paths)
@@ -73,6 +74,7 @@ def test_a_push_is_verified_through_tf_serving_s_session_path(runs):
     assert "Session path" in check["detail"] and "warmup requests replayed" in result.reason
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_a_signature_def_that_is_not_the_tf2_function_fails_the_push(runs):
     """The REST check (TF2 load) matches evaluate exactly; only TF Serving's path sees the shift."""
     config, paths = _push(runs, _shift_serving_output)
@@ -88,6 +90,7 @@ def test_a_signature_def_that_is_not_the_tf2_function_fails_the_push(runs):
     assert record["unpublished"] and not record["verification"]["session"]["ok"]
 
 
+@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_an_op_missing_from_the_registry_fails_the_push_by_name(runs):
     """A node the TF2 load never imports (it reads functions, not the graph's nodes), but TF
     Serving's Session import must resolve."""
