@@ -191,6 +191,14 @@ ENSEMBLE = (["regime (demo size)", "each seed (median)", "each pair", "all three
             each(tuple(REGIMES), (
                 "exp_ensemble", "`@`", "{seeds_list_@} ({auc_seeds_median_@:.3f})", "{pairs_list_@}",
                 "**{auc_all_@:.3f}**", "{auc_all_over_median_seed_@:+.3f}", "{train_s_per_model_@:.1f} s")))
+ABLATION_REGIMES = ("default", "popularity", "ratings_like")
+ABLATION = (["mechanism switched off", "override", *(f"{r}: on / off (gain)" for r in ABLATION_REGIMES)],
+            [("ablation", "defaults (reference)", "", *(f"{{auc_on_{r}:.4f}} (spread {{spread_on_{r}:.3f}})"
+                                                        for r in ABLATION_REGIMES)),
+             *each(("wide_bias", "dropout", "user_memory", "embedding_l2"), (
+                 "ablation", "{label_@}", "`{override_@}`",
+                 *(f"{{auc_on_{g}:.4f}} / {{auc_off_@_{g}:.4f}} (**{{gain_@_{g}:+.4f}}**)"
+                   for g in ABLATION_REGIMES)))])
 EPOCHS = (["size", "epoch cap", "eval AUC, cap", "eval AUC, twice the cap", "best epoch (twice the cap)", "drop",
            "goal", "met?"],
           each(("demo", "large"), (
@@ -234,5 +242,5 @@ BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZE
           "encoder": [ENCODER],
           "train": [TRAIN_SETUP, TRAIN_RATES, TRAIN_RATIOS], "serving": [SERVING, SERVING_BY_ID, SERVING_FOOTPRINT],
           "quality": [QUALITY], "quality-regimes": [QUALITY_REGIMES], "goal-reach": [GOAL_REACH],
-          "ensemble": [ENSEMBLE], "epochs": [EPOCHS], "warm-start": [WARM_START],
+          "ensemble": [ENSEMBLE], "ablation": [ABLATION], "epochs": [EPOCHS], "warm-start": [WARM_START],
           "replay": [REPLAY_GOALS, REPLAY_POLICIES, REPLAY_MODES]}
