@@ -35,6 +35,7 @@ def test_help_and_plain_python_children_stay_allowed():
     assert refused([sys.executable, "-c", "import airflow.sdk"]) is None         # a DAG parse in a child
     assert refused([sys.executable, "-m", "components.preprocess", "--date", "2026-11-04"]) == "components.preprocess"
     assert refused(["/venv/bin/airflow", "scheduler"]) == "/venv/bin/airflow"
+    assert refused([sys.executable, "-m", "components.evaluate", "--date", "2026-11-04"]) == "components.evaluate"
 
 
 @pytest.mark.parametrize("tier, fixture, ok", [("unit", "trained", False), ("unit", "live", False),

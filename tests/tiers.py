@@ -1,9 +1,9 @@
 """The suite's tiers, as markers, and the two checks that keep their names honest.
 
 - unit: pure Python, contracts, config, the DAG's structure in process, Keras model builds,
-  stand-in SavedModels. No Beam pipeline, no process gang, no Airflow process, and no push
-  (its verification starts a process that loads TensorFlow, a few seconds of CPU each):
-  `make test-fast`.
+  stand-in SavedModels. No Beam pipeline, no process gang, no Airflow process, no push and no
+  step CLI in a child process (each loads TensorFlow: a few seconds of CPU), no TF Lite
+  conversion and no real storage server: `make test-fast`.
 - integration: the real components on tiny data: one session-scoped Beam + tf.Transform run
   (`preprocessed`), real training gangs, kill and resume.
 - airflow: real Airflow: `airflow dags test` stories and one live scheduler + api-server.
@@ -118,11 +118,13 @@ def _name_xdist_groups(items) -> None:
 
 REFUSED_COMMANDS = ("airflow", "components.train.worker", "airflow_standalone.sh", "tft_fixture",
                     "components.push.verify")
+# Step CLIs that load TensorFlow (or run Beam) as soon as they do more than print their help.
+HEAVY_CLIS = ("components.preprocess", "components.evaluate", "components.push")
 
 
 def refused(args) -> str | None:
-    """What of a command line a unit test may not start: Airflow, a training worker, Beam, push's
-    verification child."""
+    """What of a command line a unit test may not start: Airflow, a training worker, Beam, a step
+    CLI that loads TensorFlow, push's verification child."""
     tokens = [args] if isinstance(args, (str, bytes)) else list(args)
     text = " ".join(str(t) for t in tokens)
     if "--help" in text:
@@ -131,7 +133,7 @@ def refused(args) -> str | None:
         token = str(token)
         if token.rsplit("/", 1)[-1] == "airflow" or any(word in token for word in REFUSED_COMMANDS[1:]):
             return token
-    return "components.preprocess" if "components.preprocess" in text else None
+    return next((cli for cli in HEAVY_CLIS if cli in text), None)
 
 
 def arm(monkeypatch) -> None:

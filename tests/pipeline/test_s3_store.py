@@ -26,6 +26,7 @@ from pipeline.paths import RunPaths
 from tests.components.evaluate.fixtures import gate_raw, runs, standins  # noqa: F401 (fixtures)
 from tests.s3_server import s3_server  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.integration      # a real S3 server (Swift), started by the tests
 PART = 5 * 2**20            # S3's smallest part (and Swift s3api's `min_segment_size`)
 
 _OTHER_MACHINE = r"""
@@ -161,7 +162,6 @@ def test_botocore_variables_reach_the_store_too(s3_server, store, tmp_path):  # 
     assert other["done"] == ["eval"]
 
 
-@pytest.mark.integration      # pushes: a verification process loads TensorFlow (tests/tiers.py)
 def test_evaluate_on_one_machine_push_on_another_and_a_third_reads_their_records(s3_server, store, runs,  # noqa: F811
                                                                                 tmp_path):
     """The real evaluate and push steps through the wrapper every DAG task runs
@@ -195,7 +195,6 @@ def test_evaluate_on_one_machine_push_on_another_and_a_third_reads_their_records
     assert json.loads((tmp_path / "c" / run / "push" / serving.PUSH_RECORD).read_text())["version"] == 1
 
 
-@pytest.mark.integration
 def test_a_real_preprocess_output_with_its_manifest_and_item_table_mirrors_and_stages(
         s3_server, store, tmp_path, tiny_config, run_paths, preprocessed):  # noqa: F811
     """The session's real preprocess output (Beam + tf.Transform: transform graph, TFRecord

@@ -5,8 +5,12 @@ import datetime as dt
 import subprocess
 import sys
 
+import pytest
+
 from pipeline.config_sections import PROJECT_ROOT
 from tests.conftest import tiny_overrides
+
+pytestmark = pytest.mark.integration      # the step's CLI in a child process loads TensorFlow (tests/tiers.py)
 
 
 def test_no_candidate_model_is_one_line_and_exit_2(tmp_path):

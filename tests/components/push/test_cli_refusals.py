@@ -5,10 +5,13 @@ import datetime as dt
 import subprocess
 import sys
 
+import pytest
+
 from pipeline.config_sections import PROJECT_ROOT
 from tests.conftest import tiny_overrides
 
 
+@pytest.mark.integration      # the step's CLI in a child process loads TensorFlow (tests/tiers.py)
 def test_a_rollback_with_nothing_served_is_one_line_and_exit_2(tmp_path):
     sets = [f"--set={k}={v}" for k, v in tiny_overrides(tmp_path).items() if k.startswith("data.")]
     done = subprocess.run([sys.executable, "-m", "components.push", "rollback", "--reason", "bad model", *sets],
@@ -19,6 +22,7 @@ def test_a_rollback_with_nothing_served_is_one_line_and_exit_2(tmp_path):
     assert len(lines) == 1 and "rollback refused: RollbackError: no version is served under" in lines[0], done.stderr
 
 
+@pytest.mark.integration      # the step's CLI in a child process loads TensorFlow (tests/tiers.py)
 def test_a_rollback_with_no_earlier_version_is_one_line_and_exit_2(runs, tmp_path):
     import yaml
 

@@ -115,6 +115,7 @@ def test_a_rollback_under_a_pin_refuses_naming_it(runs):
     assert _versions(config) == [1, 2] and (config.data.serving_base / serving.MODELS_CONFIG).read_text() == pin
 
 
+@pytest.mark.integration      # the step's CLI in a child process loads TensorFlow (tests/tiers.py)
 def test_an_unparsable_models_config_is_refused_before_anything_is_published(runs, tmp_path):
     config, paths = runs.make(CLEAN_DAY)
     runs.serve_by_hand(config, 1, "bad", data_date=FIRST_DAY)
@@ -217,6 +218,7 @@ def _read_only(folder: Path) -> Iterator[str]:
         pytest.skip(f"cannot make {folder} read-only for root: chattr +i: {immutable}; mount --bind: {bound}")
 
 
+@pytest.mark.integration      # the step's CLI in a child process loads TensorFlow (tests/tiers.py)
 def test_a_read_only_serving_dir_is_one_permanent_line_and_leaves_no_copy(runs, tmp_path, monkeypatch):
     from components.push import publish
     from pipeline.orchestration import permanent_errors

@@ -7,6 +7,8 @@ import pytest
 from components.push import tflite
 from pipeline.config import ModelConfig
 
+pytestmark = pytest.mark.integration      # TF Lite conversions: seconds of CPU each (tests/tiers.py)
+
 TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, image_units=(8,), hidden_units=8,
                    architecture="reference", user_buckets=10)
 DIN = ModelConfig(title_len=6, history_len=8, embedding_dim=4, image_units=(8,), hidden_units=8, user_buckets=10,
