@@ -130,6 +130,9 @@ def derived(name: str, f: dict) -> dict:
             seeds = f["auc_seeds_" + regime]
             f |= {f"seeds_list_{regime}": listed(seeds), f"pairs_list_{regime}": listed(f["auc_pairs_" + regime]),
                   f"auc_seeds_median_{regime}": statistics.median(seeds)}
+    elif name == "ablation":
+        f |= {"mt_nights_list": ", ".join(n[5:] for n in f["mt_nights"]), "mt_on_list": listed(f["mt_auc_on"]),
+              "mt_off_list": listed(f["mt_auc_off_wide_bias"]), "mt_lr_list": listed(f["mt_auc_lr_item_history_user"])}
     elif name == "epochs":
         f["cap_twice"] = 2 * f["epochs_cap_demo"]
     elif name == "warm_start":

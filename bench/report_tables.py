@@ -199,6 +199,10 @@ ABLATION = (["mechanism switched off", "override", *(f"{r}: on / off (gain)" for
                  "ablation", "{label_@}", "`{override_@}`",
                  *(f"{{auc_on_{g}:.4f}} / {{auc_off_@_{g}:.4f}} (**{{gain_@_{g}:+.4f}}**)"
                    for g in ABLATION_REGIMES)))])
+ABLATION_MT = (["mechanism switched off", "nights", "candidate AUC on (defaults)", "off", "LR item + history + user",
+                "mean on / off (gain)"],
+               [("ablation", "wide part", "{mt_nights_list}", "{mt_on_list}", "{mt_off_list}", "{mt_lr_list}",
+                 "{mt_mean_on:.4f} / {mt_mean_off_wide_bias:.4f} (**{mt_gain_wide_bias:+.4f}**)")])
 EPOCHS = (["size", "epoch cap", "eval AUC, cap", "eval AUC, twice the cap", "best epoch (twice the cap)", "drop",
            "goal", "met?"],
           each(("demo", "large"), (
@@ -242,5 +246,6 @@ BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZE
           "encoder": [ENCODER],
           "train": [TRAIN_SETUP, TRAIN_RATES, TRAIN_RATIOS], "serving": [SERVING, SERVING_BY_ID, SERVING_FOOTPRINT],
           "quality": [QUALITY], "quality-regimes": [QUALITY_REGIMES], "goal-reach": [GOAL_REACH],
-          "ensemble": [ENSEMBLE], "ablation": [ABLATION], "epochs": [EPOCHS], "warm-start": [WARM_START],
+          "ensemble": [ENSEMBLE], "ablation": [ABLATION], "ablation-movietweetings": [ABLATION_MT],
+          "epochs": [EPOCHS], "warm-start": [WARM_START],
           "replay": [REPLAY_GOALS, REPLAY_POLICIES, REPLAY_MODES]}
