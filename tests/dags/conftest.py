@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,11 @@ AIRFLOW_ENV = {
     "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "60",
 }
 os.environ.update(AIRFLOW_ENV)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The temp Airflow home goes with the session (made at import: Airflow reads it when imported)."""
+    shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
