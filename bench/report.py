@@ -132,7 +132,9 @@ def derived(name: str, f: dict) -> dict:
                   f"auc_seeds_median_{regime}": statistics.median(seeds)}
     elif name == "ablation":
         f |= {"mt_nights_list": ", ".join(n[5:] for n in f["mt_nights"]), "mt_on_list": listed(f["mt_auc_on"]),
-              "mt_off_list": listed(f["mt_auc_off_wide_bias"]), "mt_lr_list": listed(f["mt_auc_lr_item_history_user"])}
+              "mt_lr_list": listed(f["mt_auc_lr_item_history_user"]),
+              "mt_mean_lr": statistics.mean(f["mt_auc_lr_item_history_user"])}
+        f |= {f"mt_off_list_{v}": listed(f["mt_auc_off_" + v]) for v in f["variants"] if "mt_auc_off_" + v in f}
     elif name == "epochs":
         f["cap_twice"] = 2 * f["epochs_cap_demo"]
     elif name == "warm_start":

@@ -199,10 +199,12 @@ ABLATION = (["mechanism switched off", "override", *(f"{r}: on / off (gain)" for
                  "ablation", "{label_@}", "`{override_@}`",
                  *(f"{{auc_on_{g}:.4f}} / {{auc_off_@_{g}:.4f}} (**{{gain_@_{g}:+.4f}}**)"
                    for g in ABLATION_REGIMES)))])
-ABLATION_MT = (["mechanism switched off", "nights", "candidate AUC on (defaults)", "off", "LR item + history + user",
-                "mean on / off (gain)"],
-               [("ablation", "wide part", "{mt_nights_list}", "{mt_on_list}", "{mt_off_list}", "{mt_lr_list}",
-                 "{mt_mean_on:.4f} / {mt_mean_off_wide_bias:.4f} (**{mt_gain_wide_bias:+.4f}**)")])
+ABLATION_MT = (["mechanism switched off", "candidate AUC per night", "mean (gain of the mechanism)"],
+               [("ablation", "none (defaults)", "{mt_on_list}", "{mt_mean_on:.4f}"),
+                ("ablation", "LR item + history + user (reference)", "{mt_lr_list}", "{mt_mean_lr:.4f}"),
+                *each(("wide_bias", "dropout", "embedding_l2"), (
+                    "ablation", "{label_@}", "{mt_off_list_@}",
+                    "{mt_mean_off_@:.4f} (**{mt_gain_@:+.4f}**)"))])
 EPOCHS = (["size", "epoch cap", "eval AUC, cap", "eval AUC, twice the cap", "best epoch (twice the cap)", "drop",
            "goal", "met?"],
           each(("demo", "large"), (
