@@ -90,11 +90,6 @@ def regime_lift_asked(goal: str, best_baseline: float, content_ceiling: float) -
     return high if content_ceiling - best_baseline >= room else low
 
 
-def regime_met(q: dict, key: str) -> bool:
-    asked = regime_lift_asked(q["goal_regimes"], q["auc_best_baseline_" + key], q["ceiling_content_auc_" + key])
-    return q["auc_over_best_baseline_" + key] >= asked
-
-
 def derived(name: str, f: dict) -> dict:
     """Cells a template cannot take from one field: goals kept as text, lists, flags, optional figures."""
     if name == "scale":
@@ -119,8 +114,10 @@ def derived(name: str, f: dict) -> dict:
                   f"seeds_list_{size}": listed(f["auc_model_seeds_" + size])}
         for key in (f"{r}_demo" for r in REGIMES):
             best, content = f["auc_best_baseline_" + key], f["ceiling_content_auc_" + key]
-            f |= {f"met_{key}": met(regime_met(f, key)), f"seeds_list_{key}": listed(f["auc_model_seeds_" + key]),
-                  f"asked_{key}": regime_lift_asked(f["goal_regimes"], best, content), f"room_{key}": content - best,
+            asked = regime_lift_asked(f["goal_regimes"], best, content)
+            f |= {f"met_{key}": met(f["auc_over_best_baseline_" + key] >= asked),
+                  f"seeds_list_{key}": listed(f["auc_model_seeds_" + key]),
+                  f"asked_{key}": asked, f"room_{key}": content - best,
                   "goal_text_regimes": f["goal_regimes"].replace(">=", "≥")}
     elif name == "train":
         runs = f["input_ratio_to_bare_runs"]
@@ -131,7 +128,7 @@ def derived(name: str, f: dict) -> dict:
             f |= {f"seeds_list_{regime}": listed(seeds), f"pairs_list_{regime}": listed(f["auc_pairs_" + regime]),
                   f"auc_seeds_median_{regime}": statistics.median(seeds)}
     elif name == "ablation":
-        f |= {"mt_nights_list": ", ".join(n[5:] for n in f["mt_nights"]), "mt_on_list": listed(f["mt_auc_on"]),
+        f |= {"mt_on_list": listed(f["mt_auc_on"]),
               "mt_lr_list": listed(f["mt_auc_lr_item_history_user"]),
               "mt_mean_lr": statistics.mean(f["mt_auc_lr_item_history_user"])}
         f |= {f"mt_off_list_{v}": listed(f["mt_auc_off_" + v]) for v in f["variants"] if "mt_auc_off_" + v in f}
