@@ -27,8 +27,8 @@ from pipeline.paths import RunPaths
 
 log = logging.getLogger("bench.replay")
 # Training modes: the full-window retrain every night (the default), or incremental: warm start
-# from the served model, trained on the new day only.
-MODES = {"full": {}, "incremental": {"train.warm_start": "served", "window.train_days": 1}}
+# from the served model, trained on the new days only (pipeline/contracts/training_plan.py).
+MODES = {"full": {}, "incremental": {"train.incremental": True}}
 WORLDS = {
     # first data date, nights, config overrides
     "drifting": (dt.date(2026, 11, 4), 14, {"generator.regime": "drifting", "window.train_days": 3}),

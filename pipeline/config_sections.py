@@ -134,6 +134,8 @@ class TrainConfig:
     readers: int = 4                     # files read in parallel per worker
     data_order_seed: int = 0         # the order of the training data only (initial weights are not seeded)
     warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
+    incremental: bool = False            # train only the days the served model has not fitted, from its weights
+    full_retrain_every: int = 7          # with incremental: every Nth night of a lineage retrains the whole window
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
     early_stopping_patience: int = 1     # epochs without a better val AUC before stopping

@@ -86,8 +86,13 @@ class ReadValidatedEvents(beam.PTransform):
 
 
 def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
-          shards: dict[str, int], repeats: dict[str, object], spill: bool = False) -> None:
+          shards: dict[str, int], repeats: dict[str, object], spill: bool = False,
+          transformed: Inputs | None = None) -> None:
     """Add the whole preprocess graph to `p`; `out` holds the temp output folders.
+
+    The analysis (vocabularies, the item table's counts) and the row report cover `inputs`, the
+    whole window; the examples are written for `transformed` (default: the same), which an
+    incremental night cuts to its new days (pipeline/contracts/training_plan.py).
 
     `repeats`: file -> row positions that repeat an earlier event id (event_ids.read_partition).
     `spill` (the DirectRunner): the examples reach the shard writer through files in
@@ -116,7 +121,7 @@ def build(p: beam.Pipeline, config: Config, inputs: Inputs, out: dict[str, str],
     _ = table | "WriteItemTable" >> beam.io.WriteToParquetBatched(
         os.path.join(out["examples"], IT.ITEM_TABLE), IT.schema(config.model.title_len),
         num_shards=1, shard_name_template="")
-    again = p | "EventsAgain" >> ReadValidatedEvents(inputs, catalog, repeats)
+    again = p | "EventsAgain" >> ReadValidatedEvents(transformed or inputs, catalog, repeats)
     keyed = again.events | "TransformEvents" >> beam.ParDo(S.TransformEvents(out["transform"], shards), ready)
     if spill:
         keyed = keyed | "SpillByShard" >> beam.ParDo(sinks.SpillByShard(out["spill"]))

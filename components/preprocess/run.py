@@ -19,7 +19,7 @@ from pathlib import Path
 
 from components.preprocess.report import row_report
 from pipeline.config import Config
-from pipeline.contracts import event_ids
+from pipeline.contracts import event_ids, training_plan
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.contracts.inputs import ValidationError, check_inputs
@@ -297,8 +297,10 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
         require_free(paths.run_dir, events * MIN_EXAMPLE_BYTES, what)
         _warn_job_deadline(options)
         check_worker_pool(options)
+        plan = training_plan.plan_for(config.train, paths.model_base, paths.train_dates)
         with disk_full_named(paths.run_dir, what), beam.Pipeline(options=options) as p:
-            build(p, config, inputs, out, shards, repeats, spill=spills_shuffle(options))
+            build(p, config, inputs, out, shards, repeats, spill=spills_shuffle(options),
+                  transformed=inputs.with_train_days(plan.train_dates))
         examples_tmp = Path(out["examples"])
         counts = json.loads((examples_tmp / STATS_DIR / "counts.json").read_text())
         stats = json.loads((examples_tmp / STATS_DIR / "shards.json").read_text())
@@ -314,7 +316,8 @@ def run(config: Config, paths: RunPaths, beam_args: list[str] | tuple[str, ...] 
         manifest = M.build(paths, stats, config.train.workers, config.preprocess.compression, config.model,
                            M.transform_fingerprint(Path(out["transform"])),
                            extra={"rejected": report["rejected"],
-                                  "item_table": _item_table_record(examples_tmp)})
+                                  "item_table": _item_table_record(examples_tmp),
+                                  "training_plan": plan.to_json()})
         write_json_atomic(examples_tmp / M.MANIFEST, manifest)
         M.publish(examples_tmp, Path(out["transform"]), paths.examples_dir, paths.transform_dir)
     except BaseException:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -69,6 +69,12 @@ class Inputs:
     @property
     def item_rows(self) -> int:
         return self.rows(self.items)
+
+    def with_train_days(self, days) -> Inputs:
+        """The same inputs with the training days cut to `days` (ISO dates or dates): what an
+        incremental night transforms (pipeline/contracts/training_plan.py)."""
+        keep = {str(d) for d in days}
+        return replace(self, train={d: f for d, f in self.train.items() if d.isoformat() in keep})
 
 
 SUCCESS_MARKER = "_SUCCESS"

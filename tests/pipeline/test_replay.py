@@ -1,11 +1,12 @@
 """`python -m pipeline replay` on a few real days of the vendored MovieTweetings ratings: the real
-chain, night after night."""
+chain, night after night, incremental (night 2 continues night 1's model on the one new day)."""
 import datetime as dt
 import json
 
 import pytest
 
 from pipeline import replay, run_config
+from pipeline.contracts import manifest as M
 
 pytestmark = pytest.mark.integration
 
@@ -14,9 +15,10 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     from pipeline.datagen import ratings_import
 
     raw = tmp_path / "raw"
-    assert ratings_import.main(["--out", str(raw), "--start", "2013-08-29", "--end", "2013-08-31"]) == 0
+    assert ratings_import.main(["--out", str(raw), "--start", "2013-08-28", "--end", "2013-08-31"]) == 0
     sets = {k: v for k, v in run_config.flat(tiny_config).items() if not k.startswith("data.")}
-    sets.update({"window.train_days": 1, "train.epochs": 1, "train.workers": 1, "eval.min_auc": 0.0})
+    sets.update({"window.train_days": 2, "train.epochs": 1, "train.workers": 1, "eval.min_auc": 0.0,
+                 "train.incremental": True})
     work = tmp_path / "replay"
     config = replay.replay_config(work, raw, None, sets)
     start = dt.date(2013, 8, 30)
@@ -36,6 +38,18 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     saved = json.loads((work / "replay.json").read_text())
     assert saved["nights"] == nights and (work / "replay.png").stat().st_size > 0
     assert "| gate |" in (work / "replay.md").read_text()
+
+    # Night 1 had nothing to continue; night 2 transformed and trained on 08-30 only (night 1's
+    # eval day), starting from version 1, and says so in its model card.
+    runs = work / "artifacts" / "runs"
+    plan1, plan2 = (M.read(runs / d / replay.RUN_ID / "examples") for d in ("2013-08-30", "2013-08-31"))
+    assert plan1["training_plan"]["mode"] == "full" and plan1["training_plan"]["train_dates"] == [
+        "2013-08-28", "2013-08-29"]
+    assert plan2["training_plan"] | {"reason": ""} == {"mode": "incremental", "train_dates": ["2013-08-30"],
+                                                       "nights_since_full": 1, "served_version": 1, "reason": ""}
+    assert plan2["splits"]["train"]["examples"] == plan1["splits"]["eval"]["examples"]
+    card = json.loads((runs / "2013-08-31" / replay.RUN_ID / "train" / "model_card.json").read_text())
+    assert card["training"]["mode"] == "incremental" and card["metrics"]["warm_start_variables"] > 0
 
     # Killed after night 2's push, before its record: the resumed night is judged against what
     # night 1 left serving (re-served), not against night 2's own first candidate.

@@ -28,6 +28,7 @@ from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.contracts import staged
+from pipeline.contracts.training_plan import Plan
 from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
@@ -56,6 +57,8 @@ class Trained:
     global_batch: int
     collective: str
     mixed_precision: bool
+    plan: Plan
+
 
 
 def _check_item_table(table: Path) -> None:
@@ -185,6 +188,7 @@ def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> di
         "vocab_sizes": asdict(t.vocab),
         "model": config.model.__dict__ | {"image_units": list(config.model.image_tower)},
         "transform_dir": str(paths.transform_dir),
+        "training": t.plan.to_json(),
         "signatures": [export.SERVING_DEFAULT, export.SERVING_BY_ID, export.SERVING_EXAMPLES, export.REGRESS,
                        export.SERVING_TRANSFORMED, export.CORE_BATCH1],
     }

@@ -38,7 +38,9 @@ from components.train.worker.callbacks import (
 from components.train.worker.input import Split, item_content, join_items, make_dataset, read_split, worker_files
 from pipeline.config import Config, TrainConfig, from_dict
 from pipeline.contracts import item_table as IT
+from pipeline.contracts import manifest as M
 from pipeline.contracts import serving, staged
+from pipeline.contracts.training_plan import INCREMENTAL, Plan
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
 
@@ -135,7 +137,8 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
         _join_in_step(model, strategy, config, train_split)
         _fit_image_code(model, train_split)
-        warm = _warm_start(model, config, paths)
+        plan = _plan(data_dir, paths)
+        warm = _warm_start(model, config, paths, plan)
     log.info("model built: %d parameters", model.count_params())
 
     fitted, summaries = _fit(strategy, model, config, paths, task, (train_split, valid_split), global_batch, beat)
@@ -147,7 +150,7 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
         result = chief.finish(config, paths, chief.Trained(
             model=model, vocab=vocab, train_split=train_split, eval_split=eval_split, valid_split=valid_split,
             workers=task.num_workers, replicas=replicas, global_batch=global_batch,
-            collective=collective, mixed_precision=mixed, **fitted), summaries)
+            collective=collective, mixed_precision=mixed, plan=plan, **fitted), summaries)
     # The chief evaluates and exports alone (no collective in it); the others wait in a last
     # all-reduce so the gang ends together: a worker that just exited looks like a crash to the
     # chief's coordination service.
@@ -225,12 +228,29 @@ def _join_in_step(model, strategy, config: Config, split) -> None:
     model.item_join = join_items(item_content(str(split.item_table)), device=device)
 
 
-def _warm_start(model, config: Config, paths: RunPaths) -> int:
+def _plan(data_dir: Path, paths: RunPaths) -> Plan:
+    """The plan preprocess decided and wrote into the manifest (pipeline/contracts/training_plan.py)."""
+    try:
+        recorded = M.read(data_dir).get("training_plan")
+    except FileNotFoundError:          # shards without a manifest (a listing): a full retrain
+        recorded = None
+    return Plan.from_json(recorded, paths.train_dates)
+
+
+def _warm_start(model, config: Config, paths: RunPaths, plan: Plan) -> int:
     """Variables initialised from the served model (0 = cold start). A backup, if any, still
-    wins: BackupAndRestore restores over these values when fit() starts."""
+    wins: BackupAndRestore restores over these values when fit() starts. An incremental night
+    continues the version its plan names, whatever serves now."""
+    from components.train.worker.warm_start import refitted_days, warm_start
+
+    if plan.mode == INCREMENTAL:
+        served_dir = serving.version_dir(paths.model_base, plan.served_version)
+        if not served_dir.is_dir():
+            raise FileNotFoundError(f"the incremental plan continues version {plan.served_version}, which is no "
+                                    f"longer in {paths.model_base}: re-run preprocess to plan again")
+        return warm_start(model, served_dir, paths.transform_dir, config.model.oov_buckets)
     if config.train.warm_start != "served":
         return 0
-    from components.train.worker.warm_start import refitted_days, warm_start
 
     served = serving.served_version(paths.model_base)
     served_dir = serving.version_dir(paths.model_base, served) if served is not None else None
