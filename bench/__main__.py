@@ -1,5 +1,8 @@
 """`python -m bench [name ...]`: run the benchmarks (all by default), one after another.
 
+Throughput, memory and cost benchmarks live in bench/, the model-selection lab (quality, goal
+reach, replays) in bench/lab/; both are run by name here.
+
 `python -m bench report [--check]` regenerates the tables of docs/benchmarks.md instead (bench/report.py).
 """
 from __future__ import annotations
@@ -9,8 +12,9 @@ import logging
 import os
 import sys
 
-BENCHMARKS = ("generate", "preprocess", "encoder", "scale", "train", "verify", "serving", "quality", "goal_reach",
-              "demo")
+BENCHMARKS = ("generate", "preprocess", "encoder", "scale", "window_cost", "train", "verify", "serving", "quality",
+              "goal_reach", "demo")
+LAB = ("quality", "goal_reach")          # bench/lab/
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +33,7 @@ def main(argv: list[str]) -> int:
         return 2
     for name in names:
         try:
-            module = importlib.import_module(f"bench.{name}")
+            module = importlib.import_module(f"bench.lab.{name}" if name in LAB else f"bench.{name}")
         except ModuleNotFoundError as err:
             logging.warning("skipping %s: %s", name, err)
             continue

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# bench/goal_reach.py's window sizes (events per day): the demo's, four times it, the large set's.
+# bench/lab/goal_reach.py's window sizes (events per day): the demo's, four times it, the large set's.
 GOAL_REACH_EVENTS_PER_DAY = (4000, 16_000, 50_000)
 log = logging.getLogger("bench")
 

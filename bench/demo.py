@@ -10,7 +10,7 @@ often nights are BLESSED says nothing about users (a gate that blesses everythin
 what counts is whether the model serving after the night is the better of candidate and served
 model. The demo's data has no day after its last night, so that is judged on the night's own eval
 day (the same rows the gate saw); the next-day judgement over many nights is `python -m
-bench.replay`. Times are medians over the runs.
+bench.lab.replay`. Times are medians over the runs.
 """
 from __future__ import annotations
 

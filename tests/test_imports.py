@@ -154,3 +154,14 @@ def test_train_has_only_its_rooms_and_its_entry_point():
     assert top == {"__init__.py", "__main__.py", "run.py", *TRAIN_ROOMS}, top
     for room in TRAIN_ROOMS:
         assert ast.get_docstring(ast.parse((PROJECT_ROOT / "components" / "train" / room / "__init__.py").read_text()))
+
+
+def test_the_throughput_benchmarks_never_import_the_model_lab():
+    """bench/ measures speed, memory and cost; bench/lab/ judges models (quality, replays). The lab
+    may use bench's shared helpers, never the other way round, and neither is imported by the product."""
+    bench = {_module_name(p): p for p in (PROJECT_ROOT / "bench").rglob("*.py")}
+    graph = {name: _imports(path, set(bench)) for name, path in bench.items()}
+    offences = [f"{mod} imports {imp}" for mod, imps in graph.items() if not mod.startswith("bench.lab")
+                for imp in imps if imp.startswith("bench.lab")]
+    offences += [f"{mod} imports {imp}" for mod, imps in _graph().items() for imp in imps if imp.split(".")[0] == "bench"]
+    assert not offences, "\n".join(offences)

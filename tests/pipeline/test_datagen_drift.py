@@ -189,7 +189,7 @@ def test_generate_data_cli_takes_the_drifting_preset(tmp_path):
 
 
 def test_night_ceilings_per_eval_day():
-    from bench.ceilings import night_ceilings, request_ceilings
+    from bench.lab.ceilings import night_ceilings, request_ceilings
 
     static = World(regime_spec("default", users=200, items=150, seed=3))
     eval_day = _day(10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from components.train.model.build import VocabSizes, build_model
@@ -77,3 +78,15 @@ def test_a_window_overlapping_what_the_served_model_fitted_is_named():
     assert refitted_days(served, window) == window[:2]
     assert refitted_days(served, window[2:]) == []    # the newest day only: nothing re-fitted
     assert refitted_days(None, window) == [] == refitted_days({"source": "hand"}, window)
+
+
+def test_an_incremental_plan_whose_version_is_gone_is_refused_naming_it(tiny_config, tmp_path):
+    """Its shards hold the new days only: training them from scratch would serve a model of one day."""
+    from components.train.worker.main import _warm_start
+    from pipeline.contracts.training_plan import INCREMENTAL, Plan
+    from pipeline.paths import RunPaths
+
+    config = tiny_config.with_overrides({"data.serving_base": str(tmp_path / "serving")})
+    plan = Plan(INCREMENTAL, ("2026-11-03",), 1, 9, "continues version 9")
+    with pytest.raises(FileNotFoundError, match="continues version 9"):
+        _warm_start(None, config, RunPaths.for_run(config, "2026-11-04", "t"), plan)

@@ -1,16 +1,16 @@
-"""`python -m bench.goal_reach`: where the regime goal sits against what the data can show, as the window grows.
+"""`python -m bench.lab.goal_reach`: where the regime goal sits against what the data can show, as the window grows.
 
-The regime goal (bench/quality.py `GOAL_REGIMES`) is relative: the model must beat the best
+The regime goal (bench/lab/quality.py `GOAL_REGIMES`) is relative: the model must beat the best
 baseline and the window's item popularity by fixed margins. Those baselines get better with
-more data; the ceilings do not move: bench/ceilings.py's `content` (every item known by its
+more data; the ceilings do not move: bench/lab/ceilings.py's `content` (every item known by its
 true appeal and factors, a user through the request's history) and the generator's (every
 user's hidden taste known too). Where the goal's AUC is above `content`, a model must know items
 better than their true factors or users better than their histories show; above the
 generator's ceiling, more than the world holds.
 
 For each regime and events per day this generates the window and eval day, fits the baselines
-(bench/baselines.py) and the ceilings, and records the AUC the goal asks for beside them. No
-model is trained (bench/quality.py measures the model at demo size): a grid of every regime at
+(bench/lab/baselines.py) and the ceilings, and records the AUC the goal asks for beside them. No
+model is trained (bench/lab/quality.py measures the model at demo size): a grid of every regime at
 three sizes takes minutes, and the goal's position does not depend on the model.
 """
 from __future__ import annotations
@@ -21,13 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.baselines import baselines
 from bench.common import GOAL_REACH_EVENTS_PER_DAY, write_result
-from bench.quality import GOAL_REGIMES, generated, world_ceilings
+from bench.lab.baselines import baselines
+from bench.lab.quality import GOAL_REGIMES, generated, world_ceilings
 from bench.report import regime_lift_asked
 from pipeline.datagen.regimes import REGIMES
 
-log = logging.getLogger("bench.goal_reach")
+log = logging.getLogger("bench.lab.goal_reach")
 
 
 def goal_auc(base: dict[str, dict[str, float]], content_ceiling: float) -> float:
@@ -59,7 +59,7 @@ def reach(work: Path, regime: str, events_per_day: int) -> dict[str, float | int
 
 def main(argv: list[str] | None = None) -> dict:
     """Every regime at every size of `GOAL_REACH_EVENTS_PER_DAY` (the doc's table has a row for each)."""
-    parser = argparse.ArgumentParser(prog="python -m bench.goal_reach", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.goal_reach", description=__doc__.split("\n\n")[0])
     parser.parse_args(argv or [])      # --help only: the run takes no options
     figures: dict = {"goal_regimes": GOAL_REGIMES}
     with tempfile.TemporaryDirectory(prefix="bench-goal-reach-") as tmp:

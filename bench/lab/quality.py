@@ -2,8 +2,8 @@
 
 For two sizes of generated data (the demo's, and 4 days x 50k events) it runs the real stages
 (validate, preprocess, stage, 2-worker training, evaluation through the raw serving signature)
-and computes the baselines of bench/baselines.py on the same raw split, plus the generator's
-ceiling (a logistic regression on the true hidden factors) and bench/ceilings.py's two request
+and computes the baselines of bench/lab/baselines.py on the same raw split, plus the generator's
+ceiling (a logistic regression on the true hidden factors) and bench/lab/ceilings.py's two request
 ceilings (items known perfectly, users only through the request). lift_fraction = (AUC - 0.5) /
 (ceiling - 0.5): the share of the learnable signal the model captures. On the large set the
 seed's architecture (`model.architecture: reference`) is trained too, in the same run.
@@ -28,16 +28,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.baselines import baselines
-from bench.ceilings import request_ceilings
 from bench.common import RESULTS_DIR, run_then_exit, write_result
+from bench.lab.baselines import baselines
+from bench.lab.ceilings import request_ceilings
 from pipeline.cli import parse_sets
 from pipeline.config import load_config
 from pipeline.datagen.regimes import REGIMES, day_key, regime_spec
 from pipeline.datagen.world import World
 from pipeline.paths import RunPaths
 
-log = logging.getLogger("bench.quality")
+log = logging.getLogger("bench.lab.quality")
 START = dt.date(2026, 11, 1)
 SIZES = {"demo": {"generator.events_per_day": 4000}, "large": {"generator.events_per_day": 50_000}}
 # Restated 2026-12 after goal_reach measured that item-driven worlds leave almost no room above the
@@ -103,7 +103,7 @@ def _seeded(work: Path, size: dict, paths: RunPaths, seeds: int) -> dict[str, fl
 
 
 def world_ceilings(config, paths: RunPaths) -> dict[str, float]:
-    """bench/ceilings.py's two ceilings for the world and window `config` generated."""
+    """bench/lab/ceilings.py's two ceilings for the world and window `config` generated."""
     g = config.generator
     world = World(regime_spec(g.regime, users=g.users, items=g.items, ctr=g.ctr, seed=g.seed))
     return request_ceilings(world, [day_key(d) for d in paths.train_dates], day_key(paths.eval_date),
@@ -217,7 +217,7 @@ def warm_vs_cold(work: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.quality")
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.quality")
     parser.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--seeds", type=int, default=3, help="training seeds per size (figures are medians)")
     parser.add_argument("--no-reference", action="store_true", help="skip the seed architecture's run (large)")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.ceilings import request_ceilings
+from bench.lab.ceilings import request_ceilings
 from pipeline.datagen.regimes import regime_spec
 from pipeline.datagen.world import World
 

@@ -1,11 +1,11 @@
-"""`python -m bench.replay --world drifting|movietweetings`: the nightly loop replayed over weeks,
+"""`python -m bench.lab.replay --world drifting|movietweetings`: the nightly loop replayed over weeks,
 judged by what users would have been served (pipeline/replay.py), with the simple baseline the
 model must beat scored on the same nights.
 
 drifting: the generator's drifting world (items arrive and retire, appeal trends, users come
 and go, tastes move) at demo size, 3-day window. movietweetings: the vendored real ratings
 (data/movietweetings-100k) imported by real UTC day, 14-day window. Per night, beside the
-replay's own figures: logistic regression on item + history + user (bench/baselines.py) trained
+replay's own figures: logistic regression on item + history + user (bench/lab/baselines.py) trained
 on the same window, and the drifting world's ceilings. Writes bench/results/replay_<world>.json
 and docs/images/replay_<world>.png; figures in docs/benchmarks.md.
 """
@@ -25,7 +25,7 @@ from pipeline import replay, run_config
 from pipeline.config import PROJECT_ROOT
 from pipeline.paths import RunPaths
 
-log = logging.getLogger("bench.replay")
+log = logging.getLogger("bench.lab.replay")
 # Training modes: the full-window retrain every night (the default), or incremental: warm start
 # from the served model, trained on the new days only (pipeline/contracts/training_plan.py).
 MODES = {"full": {}, "incremental": {"train.incremental": True}}
@@ -63,7 +63,7 @@ def prepare(world: str, raw: Path, start: dt.date, nights: int, train_days: int)
 
 def baseline_aucs(config, state: dict) -> dict[str, float | None]:
     """Logistic regression on item + history + user, per night, trained on that night's window."""
-    from bench.baselines import baselines
+    from bench.lab.baselines import baselines
 
     out = {}
     for n in state["nights"]:
@@ -112,7 +112,7 @@ def figures(world: str, state: dict, lr: dict[str, float | None], rule: str = DE
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world", choices=sorted(WORLDS), required=True)
     parser.add_argument("--mode", choices=sorted(MODES), default="full", help="training mode (default full)")

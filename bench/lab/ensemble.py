@@ -1,6 +1,6 @@
-"""`python -m bench.ensemble`: would averaging seed models pay for its training time? (issue #26, item 5)
+"""`python -m bench.lab.ensemble`: would averaging seed models pay for its training time? (issue #26, item 5)
 
-`K` models trained with `train.data_order_seed` 0..K-1 on one preprocess output (bench/quality.py's runs),
+`K` models trained with `train.data_order_seed` 0..K-1 on one preprocess output (bench/lab/quality.py's runs),
 each scored on the eval day through its raw serving signature, as the gate scores a candidate;
 an ensemble scores the mean of its members' logits. The figures per regime (demo size): each
 seed's AUC, every pair's, all K's. An ensemble of K costs K trainings each night and K models
@@ -19,10 +19,10 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from bench.common import run_then_exit, write_result
-from bench.quality import SIZES, prepared, seed_runs, staged_and_trained
+from bench.lab.quality import SIZES, prepared, seed_runs, staged_and_trained
 from pipeline.datagen.regimes import REGIMES
 
-log = logging.getLogger("bench.ensemble")
+log = logging.getLogger("bench.lab.ensemble")
 MEMBERS = 3
 
 
@@ -64,7 +64,7 @@ def ensembles(work: Path, regime: str, members: int = MEMBERS) -> dict[str, floa
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.ensemble", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.ensemble", description=__doc__.split("\n\n")[0])
     parser.parse_args(argv or [])      # --help only: the run takes no options
     figures: dict = {"members": MEMBERS, "regimes": list(REGIMES)}
     with tempfile.TemporaryDirectory(prefix="bench-ensemble-") as tmp:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bench import quality
+from bench.lab import quality
 
 pytestmark = pytest.mark.unit
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import goal_reach
+from bench.lab import goal_reach
 
 pytestmark = pytest.mark.unit
 
