@@ -163,5 +163,6 @@ def test_the_throughput_benchmarks_never_import_the_model_lab():
     graph = {name: _imports(path, set(bench)) for name, path in bench.items()}
     offences = [f"{mod} imports {imp}" for mod, imps in graph.items() if not mod.startswith("bench.lab")
                 for imp in imps if imp.startswith("bench.lab")]
-    offences += [f"{mod} imports {imp}" for mod, imps in _graph().items() for imp in imps if imp.split(".")[0] == "bench"]
+    offences += [f"{mod} imports {imp}" for mod, imps in _graph().items()
+                 for imp in imps if imp.split(".")[0] == "bench"]
     assert not offences, "\n".join(offences)
