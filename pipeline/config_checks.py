@@ -24,6 +24,8 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.optimizer": (lambda v: v in ("lazy_adam", "adam"), "'lazy_adam' or 'adam'"),
     "train.warm_start": (lambda v: v in ("none", "served"), "'none' or 'served'"),
     "train.full_retrain_every": (lambda v: v >= 1, "an int >= 1 (1: every night is a full retrain)"),
+    "train.incremental_epochs": (lambda v: v >= 1, "an int >= 1"),
+    "train.incremental_learning_rate": (lambda v: v > 0, "a float > 0"),
     "train.validation_shards": (lambda v: v >= 0, "an int >= 0"),
     "train.early_stopping_patience": (lambda v: v >= 0, "an int >= 0"),
     "train.ema_momentum": (lambda v: 0 <= v < 1, "a float in [0, 1)"),

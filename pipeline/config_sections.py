@@ -136,6 +136,8 @@ class TrainConfig:
     warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
     incremental: bool = False            # train only the days the served model has not fitted, from its weights
     full_retrain_every: int = 7          # with incremental: every Nth night of a lineage retrains the whole window
+    incremental_epochs: int = 1          # an incremental night's epochs over its new days (a fine-tune)
+    incremental_learning_rate: float = 0.0003  # and its learning rate (per replica)
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"
     validation_shards: int = 1           # train shards held out for early stopping (0 = none)
     early_stopping_patience: int = 1     # epochs without a better val AUC before stopping

@@ -81,6 +81,18 @@ def decide(incremental: bool, full_retrain_every: int, window: list[dt.date],
                 f"continues served version {served_version} ({served_date}) on {len(new)} new day(s)")
 
 
+def night_config(config, plan: Plan):
+    """The config tonight's training runs with: an incremental night fine-tunes the served model on
+    a day or two, with its own epochs and learning rate (`train.incremental_epochs`,
+    `train.incremental_learning_rate`); the full window's (`train.epochs`, `train.learning_rate`)
+    move a model trained from scratch and, on one day, pull a trained one far from what the window
+    taught it."""
+    if plan.mode != INCREMENTAL:
+        return config
+    return config.with_overrides({"train.epochs": config.train.incremental_epochs,
+                                  "train.learning_rate": config.train.incremental_learning_rate})
+
+
 def served_card(model_base: Path) -> tuple[int | None, dict[str, Any] | None]:
     """(served version, its model card or None) from the serving directory."""
     version = serving.served_version(model_base)

@@ -40,7 +40,7 @@ from pipeline.config import Config, TrainConfig, from_dict
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
 from pipeline.contracts import serving, staged
-from pipeline.contracts.training_plan import INCREMENTAL, Plan
+from pipeline.contracts.training_plan import INCREMENTAL, Plan, night_config
 from pipeline.paths import RunPaths
 from pipeline.results import TrainResult
 
@@ -126,6 +126,8 @@ def train(config: Config, paths: RunPaths, task: Task, data_dir: Path | None = N
 
 def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: str, mixed: bool,
            data_dir: Path, beat: HeartbeatWriter | None) -> TrainResult | None:
+    plan = _plan(data_dir, paths)
+    config = night_config(config, plan)
     train_split, eval_split = _train_split(data_dir, task), _eval_split(data_dir, paths)
     train_split, valid_split = train_split.hold_out(config.train.validation_shards, task.num_workers)
     log.info("data: %d train / %d validation / %d eval examples", train_split.examples,
@@ -137,7 +139,6 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
         model = compile_model(build_model(config.model, vocab), config.train, replicas)
         _join_in_step(model, strategy, config, train_split)
         _fit_image_code(model, train_split)
-        plan = _plan(data_dir, paths)
         warm = _warm_start(model, config, paths, plan)
     log.info("model built: %d parameters", model.count_params())
 

@@ -62,3 +62,11 @@ def test_the_plan_reads_the_served_versions_card_from_the_serving_dir(tmp_path):
     assert TP.served_card(base) == (4, None)                       # no card: cannot be continued
     (base / "4" / TP.CARD_FILE).write_text(json.dumps(_card()))
     assert TP.served_card(base) == (4, _card())
+
+
+def test_an_incremental_night_fine_tunes_with_its_own_epochs_and_learning_rate(tiny_config):
+    config = tiny_config.with_overrides({"train.epochs": 4, "train.learning_rate": 0.001,
+                                         "train.incremental_epochs": 2, "train.incremental_learning_rate": 0.0002})
+    assert TP.night_config(config, TP.full(WINDOW, "off")) is config
+    tonight = TP.night_config(config, TP.decide(True, 7, WINDOW, 5, _card()))
+    assert (tonight.train.epochs, tonight.train.learning_rate) == (2, 0.0002)
