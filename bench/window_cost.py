@@ -61,7 +61,7 @@ def figures_of(rows: dict[int, tuple[dict, dict]], events_per_day: int, epochs: 
                  "goal_warm_over_cold_7": GOAL_WARM_OVER_COLD_7, "goal_warm14_over_warm7": GOAL_WARM14_OVER_WARM7}
     for window, (cold, warm) in rows.items():
         for name, cost in (("cold", cold), ("warm", warm)):
-            out.update({f"{name}_{k}_{window}d": v for k, v in cost.items() if k != "plan"})
+            out.update({f"{name}_{k}_{window}d": v for k, v in cost.items()})
         out[f"warm_over_cold_{window}d"] = warm["total_s"] / cold["total_s"]
     if {7, 14} <= set(rows):
         out["warm14_over_warm7"] = out["warm_total_s_14d"] / out["warm_total_s_7d"]

@@ -61,6 +61,9 @@ class TargetAttention(keras.layers.Layer):
         return {**super().get_config(), "units": self.units}
 
 
+RANK_TOLERANCE = 1e-6     # of the largest principal variance: smaller directions are rounding noise
+
+
 class ImageCode(keras.layers.Layer):
     """A fixed low-dimensional code of an item's z-scored image (never trained by the loss).
 
@@ -86,7 +89,11 @@ class ImageCode(keras.layers.Layer):
 
 def image_code_projection(images: np.ndarray, units: int = ImageCode.UNITS) -> np.ndarray:
     """[dim, units]: the whitened top principal directions of the catalog's images (one row per
-    item, so a popular item weighs as much as any other); columns past the rank stay zero."""
+    item, so a popular item weighs as much as any other); columns past the images' numerical rank
+    stay zero. Why the rank matters: real image features are often of lower rank than the code
+    (the MovieTweetings import's genre projection has 25), and whitening a direction of variance
+    ~1e-12 multiplies rounding noise by ~1e6: a per-item noise feature in training, and codes in
+    the millions as soon as the z-scoring moves (a warm start on the next window)."""
     from sklearn.decomposition import PCA
 
     rows, dim = images.shape
@@ -94,8 +101,9 @@ def image_code_projection(images: np.ndarray, units: int = ImageCode.UNITS) -> n
     out = np.zeros((dim, units), np.float32)
     if n:
         pca = PCA(n_components=n, svd_solver="randomized", random_state=0).fit(images)
-        scale = np.sqrt(np.maximum(pca.explained_variance_, 1e-12))
-        out[:, :n] = (pca.components_ / scale[:, None]).T
+        variance = pca.explained_variance_
+        rank = int(np.sum(variance > RANK_TOLERANCE * max(float(variance[0]), 1e-30)))
+        out[:, :rank] = (pca.components_[:rank] / np.sqrt(variance[:rank])[:, None]).T
     return out
 
 
