@@ -66,6 +66,10 @@ class CalibratedBlend(keras.layers.Layer):
             z += tf.reduce_sum(terms * self.stack, axis=-1, keepdims=True)
         return tf.sigmoid(z)
 
+    def values(self) -> np.ndarray:
+        """[a, b, *blend weights]: the layer as fit_last_layer's `start`."""
+        return np.concatenate([[float(self.a.numpy()), float(self.b.numpy())], self.stack.numpy()])
+
     def reset(self) -> None:
         self.a.assign(1.0)
         self.b.assign(0.0)
@@ -118,16 +122,21 @@ def _design(probs: np.ndarray, evidence: np.ndarray | None) -> np.ndarray:
     return np.concatenate(columns, axis=1)
 
 
-def fit_last_layer(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None):
+def fit_last_layer(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None,
+                   start: np.ndarray | None = None):
     """(a, b, blend weights) for the layer: Platt alone without `evidence` (blend zeros). `a`
     stays positive: the model's own ranking is never turned upside down, even by a model no
     better than chance on the validation rows. Where the fit wants it below MIN_SLOPE, `a` is
     held there and the other weights are fitted again around it (clamping `a` alone would leave
-    them fitted to a slope the layer does not apply)."""
+    them fitted to a slope the layer does not apply). `start` ([a, b, *blend]; default the
+    identity) is where the fit starts and what it is pulled towards: a warm-started model's own
+    layer, so an incremental night's few validation rows adjust the served blend rather than
+    pull it back to the identity."""
     x, y = _design(probs, evidence), np.asarray(labels, np.float64).ravel()
-    w = fit_logistic(x, y, np.eye(x.shape[1])[0])
+    start = np.eye(x.shape[1])[0] if start is None else np.asarray(start, np.float64)[: x.shape[1]]
+    w = fit_logistic(x, y, start)
     if w[0] < MIN_SLOPE:
-        rest = fit_logistic(x[:, 1:], y, np.zeros(x.shape[1] - 1), offset=MIN_SLOPE * x[:, 0])
+        rest = fit_logistic(x[:, 1:], y, start[1:], offset=MIN_SLOPE * x[:, 0])
         w = np.concatenate([[MIN_SLOPE], rest])
     stack = w[2:] if evidence is not None else np.zeros(len(STACK_TERMS))
     return float(w[0]), float(w[1]), stack.astype(np.float32)
@@ -146,14 +155,15 @@ def held_out_evidence(shown: np.ndarray, clicks: np.ndarray, rows: np.ndarray, l
 
 
 def calibrate(layer: CalibratedBlend, probs: np.ndarray, labels: np.ndarray,
-              evidence: np.ndarray | None = None) -> dict[str, float]:
+              evidence: np.ndarray | None = None, start: np.ndarray | None = None) -> dict[str, float]:
     """Fit `layer` on validation rows: the model's uncalibrated probabilities, their labels and,
-    for the blend, their items' held-out evidence. Returns the fitted weights by name."""
+    for the blend, their items' held-out evidence; from `start` (see fit_last_layer). Returns the
+    fitted weights by name."""
     labels = np.asarray(labels).ravel()
     if len(np.unique(labels)) < 2:
         log.warning("calibration skipped: the validation split has one label class or no rows")
         return weights(layer)
-    a, b, stack = fit_last_layer(probs, labels, evidence)
+    a, b, stack = fit_last_layer(probs, labels, evidence, start)
     layer.a.assign(a)
     layer.b.assign(b)
     layer.stack.assign(stack)

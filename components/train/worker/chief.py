@@ -146,6 +146,7 @@ def calibrate_on(model: keras.Model, predict, valid: Split, config: Config, batc
     the export's own function with that layer at the identity; the blend's evidence from the item
     table's counts without the validation rows."""
     layer = model.get_layer(BLEND_LAYER)
+    start = layer.values()            # the identity, or the served model's layer after a warm start
     layer.reset()
     probs, rows, labels = [], [], []
     for features, label in make_dataset(valid.files, config.model, batch, training=False, deterministic=True,
@@ -159,7 +160,7 @@ def calibrate_on(model: keras.Model, predict, valid: Split, config: Config, batc
     if config.model.stack_popularity:
         content = item_content(str(valid.item_table))
         evidence = held_out_evidence(content[IT.SHOWN], content[IT.CLICKS], rows, labels)
-    return calibrate(layer, probs, labels, evidence)
+    return calibrate(layer, probs, labels, evidence, start)
 
 
 def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> dict[str, Any]:

@@ -137,3 +137,22 @@ def test_held_out_rows_do_not_count_their_own_labels():
     # a row beyond the table (9 reads the clip row): the window's rate, no evidence.
     assert got[0, 1] == np.float32(np.log(3.0)) and got[2, 1] == 0 and got[3, 1] == 0
     assert got[2, 0] == got[3, 0] == rest[0, 0]
+
+
+def test_a_few_validation_rows_adjust_the_layer_it_starts_from_rather_than_reset_it():
+    """An incremental night: a warm-started model's layer (the served blend) meets a few dozen
+    validation rows; the fit stays near it, where from the identity it would stay near that."""
+    shown, clicks, (v_item, v_label, v_p), _ = _item_world()
+    full = fit_last_layer(v_p, v_label, item_evidence(shown, clicks)[v_item])
+    served = np.array([full[0], full[1], *full[2]])
+    few = slice(0, 40)
+    evidence = item_evidence(shown, clicks)[v_item[few]]
+    from_served = fit_last_layer(v_p[few], v_label[few], evidence, start=served)
+    from_identity = fit_last_layer(v_p[few], v_label[few], evidence)
+    distance = lambda fit: np.abs(np.array([fit[0], fit[1], *fit[2]]) - served).sum()  # noqa: E731
+    assert distance(from_served) < 0.5 * distance(from_identity)
+    layer = _layer()
+    layer.a.assign(served[0])
+    layer.b.assign(served[1])
+    layer.stack.assign(served[2:].astype(np.float32))
+    np.testing.assert_allclose(layer.values(), served, rtol=1e-6)
