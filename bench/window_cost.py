@@ -42,7 +42,7 @@ def two_nights(root: Path, window: int, events_per_day: int, epochs: int) -> lis
     generate(raw, FIRST_NIGHT - dt.timedelta(days=window), window + 2, events_per_day=events_per_day,
              with_ceiling=False)
     sets = {"window.train_days": window, "train.incremental": True, "train.epochs": epochs,
-            "eval.min_auc": None, "eval.min_lift_over_baseline": None, "eval.max_auc_drop": None}
+            "eval.min_auc": 0.0, "eval.min_lift_over_baseline": None, "eval.max_auc_drop": None}
     config = replay.replay_config(root / "work", raw, None, sets)
     nights = replay.run(config, root / "work", FIRST_NIGHT, 2)["nights"]
     if not nights[0].get("pushed"):

@@ -60,7 +60,6 @@ class Trained:
     plan: Plan
 
 
-
 def _check_item_table(table: Path) -> None:
     """The export builds the served item content from this file: it must still be what stage
     verified (train checked it before the gang started; training can take hours)."""
