@@ -246,7 +246,7 @@ REPLAY_MODES = (["replay", "training mode", "the gate's rule: mean next-day AUC"
                                             "replay_movietweetings", "replay_movietweetings_incremental")])
 WINDOW_COST = (["window", "night", "preprocess", "stage", "train", "preprocess + stage + train", "bytes written",
                 "warm / cold"], each(("1", "7", "14"), *[(
-                    "window_cost", "@ days", f"{night} ({{{night}_plan_@d}})", f"{{{night}_preprocess_@d:.1f}} s",
+                    "window_cost", "@-day", f"{night} ({{{night}_plan_@d}})", f"{{{night}_preprocess_@d:.1f}} s",
                     f"{{{night}_stage_@d:.2f}} s", f"{{{night}_train_@d:.1f}} s", f"**{{{night}_total_s_@d:.1f}} s**",
                     f"{{{night}_bytes_written_@d:,}}", "{warm_over_cold_@d:.2f}" if night == "warm" else "")
                     for night in ("cold", "warm")]))
