@@ -251,8 +251,8 @@ WINDOW_COST = (["window", "night", "preprocess", "stage", "train", "preprocess +
                     f"{{{night}_bytes_written_@d:,}}", "{warm_over_cold_@d:.2f}" if night == "warm" else "")
                     for night in ("cold", "warm")]))
 WINDOW_COST_GOALS = (["goal", "measured", "goal", "met?"], [
-    ("window_cost", "7-day window: warm night / cold night", "**{warm_over_cold_7d:.2f}**", "≤ {goal_warm_over_cold_7:g}",
-     ("warm_over_cold_7d", "≤", "goal_warm_over_cold_7")),
+    ("window_cost", "7-day window: warm night / cold night", "**{warm_over_cold_7d:.2f}**",
+     "≤ {goal_warm_over_cold_7:g}", ("warm_over_cold_7d", "≤", "goal_warm_over_cold_7")),
     ("window_cost", "warm night: 14-day window / 7-day window", "**{warm14_over_warm7:.2f}**",
      "≤ {goal_warm14_over_warm7:g}", ("warm14_over_warm7", "≤", "goal_warm14_over_warm7"))])
 BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZES, SCALE_STAGES, SCALE_FIT],
