@@ -135,7 +135,7 @@ class TrainConfig:
     data_order_seed: int = 0         # the order of the training data only (initial weights are not seeded)
     warm_start: str = "none"             # "served": start from the served model's weights (rows follow ids)
     incremental: bool = False            # train only the days the served model has not fitted, from its weights
-    full_retrain_every: int = 7          # with incremental: every Nth night of a lineage retrains the whole window
+    full_retrain_every: int = 7          # with incremental: one full retrain in every N served models
     incremental_epochs: int = 1          # an incremental night's epochs over its new days (a fine-tune)
     incremental_learning_rate: float = 0.0003  # and its learning rate (per replica)
     optimizer: str = "lazy_adam"         # "lazy_adam" (touched rows only) or "adam"

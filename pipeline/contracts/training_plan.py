@@ -8,7 +8,9 @@ which the model's rows and the popularity blend are numbered and fitted by), but
 and trains only the new days, warm-started from the served model (its rows follow the ids).
 
 Why full retrains still come: fine-tuning on one day at a time forgets what older days taught and
-drifts from the window; every `train.full_retrain_every`-th night of a served model's lineage, and
+drifts from the window; one model in every `train.full_retrain_every` of a served lineage (its
+full retrain and the incremental models pushed after it: a night the gate keeps the served model
+adds a day to the next incremental night, not a model to the lineage) is a full retrain, and
 whenever the served model cannot be continued (none, not recorded, older than the window, or newer
 than this run: a backfill), the night retrains on the whole window.
 
@@ -37,7 +39,7 @@ CARD_FILE = "model_card.json"       # the export's model card (components/train/
 class Plan:
     mode: str                       # FULL or INCREMENTAL
     train_dates: tuple[str, ...]    # the days transformed, staged and trained on (ISO)
-    nights_since_full: int          # 0 for a full retrain; the lineage's count otherwise
+    nights_since_full: int          # 0 for a full retrain; the incremental models since the lineage's full one
     served_version: int | None      # the version an incremental night starts from
     reason: str
 
@@ -75,8 +77,9 @@ def decide(incremental: bool, full_retrain_every: int, window: list[dt.date],
         return full(window, f"served version {served_version} ({served_date}) is older than the window")
     nights = int(lineage.get("nights_since_full", 0)) + 1
     if nights >= max(full_retrain_every, 1):
-        return full(window, f"night {nights} since the served lineage's last full retrain "
-                            f"(train.full_retrain_every={full_retrain_every})")
+        return full(window, f"the served lineage holds {nights - 1} incremental model(s) after its full retrain "
+                            f"(train.full_retrain_every={full_retrain_every}: one full retrain in every "
+                            f"{full_retrain_every} models)")
     return Plan(INCREMENTAL, tuple(d.isoformat() for d in new), nights, served_version,
                 f"continues served version {served_version} ({served_date}) on {len(new)} new day(s)")
 
