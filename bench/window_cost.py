@@ -19,6 +19,7 @@ import argparse
 import datetime as dt
 import logging
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -99,4 +100,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    main(__import__("sys").argv[1:])
+    main(sys.argv[1:])

@@ -2,6 +2,7 @@
 
     <serving_base>/models.config                    model_config_list text proto
     <serving_base>/<model>/<version>/               complete SavedModels only (what TF Serving loads)
+        model_card.json                            how it was trained (written at export)
         assets.extra/export_facts.json             what the export needs of a model server (written at export)
         assets.extra/push_record.json              who pushed it, from which run and data date
         assets.extra/tf_serving_warmup_requests    PredictionLog records replayed on load
@@ -41,6 +42,7 @@ from pipeline.config import ConfigError
 log = logging.getLogger(__name__)
 
 PUSH_RECORD = "push_record.json"
+MODEL_CARD = "model_card.json"   # the export's model card (train writes it, a plan reads the served one's)
 EXPORT_FACTS = "export_facts.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 VERIFY_REQUESTS = "verification_requests.json"

@@ -32,14 +32,13 @@ from pipeline.contracts import serving
 log = logging.getLogger(__name__)
 
 FULL, INCREMENTAL = "full", "incremental"
-CARD_FILE = "model_card.json"       # the export's model card (components/train/worker/chief.py)
 
 
 @dataclass(frozen=True)
 class Plan:
     mode: str                       # FULL or INCREMENTAL
     train_dates: tuple[str, ...]    # the days transformed, staged and trained on (ISO)
-    nights_since_full: int          # 0 for a full retrain; the incremental models since the lineage's full one
+    models_since_full: int          # 0 for a full retrain; the incremental models since the lineage's full one
     served_version: int | None      # the version an incremental night starts from
     reason: str
 
@@ -51,7 +50,7 @@ class Plan:
         """The manifest's plan; a manifest written before plans existed is a full retrain."""
         if not data:
             return full(window, "the manifest records no plan (written before training plans)")
-        return cls(data["mode"], tuple(data["train_dates"]), int(data["nights_since_full"]),
+        return cls(data["mode"], tuple(data["train_dates"]), int(data["models_since_full"]),
                    data.get("served_version"), data.get("reason", ""))
 
 
@@ -75,12 +74,12 @@ def decide(incremental: bool, full_retrain_every: int, window: list[dt.date],
         return full(window, f"served version {served_version} ({served_date}) is not older than this window")
     if served_date < window[0].isoformat():
         return full(window, f"served version {served_version} ({served_date}) is older than the window")
-    nights = int(lineage.get("nights_since_full", 0)) + 1
-    if nights >= max(full_retrain_every, 1):
-        return full(window, f"the served lineage holds {nights - 1} incremental model(s) after its full retrain "
+    models = int(lineage.get("models_since_full", 0)) + 1
+    if models >= full_retrain_every:
+        return full(window, f"the served lineage holds {models - 1} incremental model(s) after its full retrain "
                             f"(train.full_retrain_every={full_retrain_every}: one full retrain in every "
                             f"{full_retrain_every} models)")
-    return Plan(INCREMENTAL, tuple(d.isoformat() for d in new), nights, served_version,
+    return Plan(INCREMENTAL, tuple(d.isoformat() for d in new), models, served_version,
                 f"continues served version {served_version} ({served_date}) on {len(new)} new day(s)")
 
 
@@ -101,7 +100,7 @@ def served_card(model_base: Path) -> tuple[int | None, dict[str, Any] | None]:
     version = serving.served_version(model_base)
     if version is None:
         return None, None
-    path = serving.version_dir(model_base, version) / CARD_FILE
+    path = serving.version_dir(model_base, version) / serving.MODEL_CARD
     try:
         return version, json.loads(path.read_text())
     except (OSError, ValueError) as err:

@@ -46,7 +46,7 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     assert plan1["training_plan"]["mode"] == "full" and plan1["training_plan"]["train_dates"] == [
         "2013-08-28", "2013-08-29"]
     assert plan2["training_plan"] | {"reason": ""} == {"mode": "incremental", "train_dates": ["2013-08-30"],
-                                                       "nights_since_full": 1, "served_version": 1, "reason": ""}
+                                                       "models_since_full": 1, "served_version": 1, "reason": ""}
     assert plan2["splits"]["train"]["examples"] == plan1["splits"]["eval"]["examples"]
     card = json.loads((runs / "2013-08-31" / replay.RUN_ID / "train" / "model_card.json").read_text())
     assert card["training"]["mode"] == "incremental" and card["metrics"]["warm_start_variables"] > 0

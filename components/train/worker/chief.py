@@ -27,7 +27,7 @@ from pipeline.config import Config
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
-from pipeline.contracts import staged
+from pipeline.contracts import serving, staged
 from pipeline.contracts.training_plan import Plan
 from pipeline.fsutil import publish_dir, remove_stale_temps, temp_sibling, write_json_atomic
 from pipeline.paths import RunPaths
@@ -36,7 +36,7 @@ from pipeline.results import TrainResult
 log = logging.getLogger(__name__)
 
 RESULT_FILE = "result.json"
-MODEL_CARD_FILE = "model_card.json"
+MODEL_CARD_FILE = serving.MODEL_CARD
 
 
 @dataclass(frozen=True)

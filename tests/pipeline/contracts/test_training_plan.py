@@ -3,27 +3,28 @@ through the manifest."""
 import datetime as dt
 import json
 
+from pipeline.contracts import serving
 from pipeline.contracts import training_plan as TP
 
 WINDOW = [dt.date(2026, 11, 1), dt.date(2026, 11, 2), dt.date(2026, 11, 3)]     # run date 11-04
 
 
-def _card(run_date="2026-11-03", nights=0):
-    return {"run_date": run_date, "training": {"mode": "full" if not nights else "incremental",
-                                               "nights_since_full": nights}}
+def _card(run_date="2026-11-03", models=0):
+    return {"run_date": run_date, "training": {"mode": "full" if not models else "incremental",
+                                               "models_since_full": models}}
 
 
 def test_off_or_nothing_served_is_a_full_retrain_on_the_window():
     assert TP.decide(False, 7, WINDOW, 3, _card()).mode == TP.FULL
     plan = TP.decide(True, 7, WINDOW, None, None)
     assert plan.mode == TP.FULL and plan.train_dates == tuple(d.isoformat() for d in WINDOW)
-    assert plan.nights_since_full == 0 and "no model is served" in plan.reason
+    assert plan.models_since_full == 0 and "no model is served" in plan.reason
 
 
 def test_last_nights_model_is_continued_on_the_one_new_day():
-    plan = TP.decide(True, 7, WINDOW, 5, _card("2026-11-03", nights=2))
+    plan = TP.decide(True, 7, WINDOW, 5, _card("2026-11-03", models=2))
     assert plan.mode == TP.INCREMENTAL and plan.train_dates == ("2026-11-03",)
-    assert plan.served_version == 5 and plan.nights_since_full == 3
+    assert plan.served_version == 5 and plan.models_since_full == 3
 
 
 def test_a_model_from_two_nights_ago_is_continued_on_both_days_it_has_not_fitted():
@@ -33,8 +34,8 @@ def test_a_model_from_two_nights_ago_is_continued_on_both_days_it_has_not_fitted
 
 
 def test_the_lineage_is_retrained_in_full_every_nth_night():
-    assert TP.decide(True, 3, WINDOW, 5, _card(nights=1)).mode == TP.INCREMENTAL     # night 2 of 3
-    plan = TP.decide(True, 3, WINDOW, 5, _card(nights=2))                            # night 3
+    assert TP.decide(True, 3, WINDOW, 5, _card(models=1)).mode == TP.INCREMENTAL     # night 2 of 3
+    plan = TP.decide(True, 3, WINDOW, 5, _card(models=2))                            # night 3
     assert plan.mode == TP.FULL and "train.full_retrain_every=3" in plan.reason
     assert TP.decide(True, 1, WINDOW, 5, _card()).mode == TP.FULL                    # every night
 
@@ -60,7 +61,7 @@ def test_the_plan_reads_the_served_versions_card_from_the_serving_dir(tmp_path):
     (base / "4").mkdir(parents=True)
     (base / "4" / "saved_model.pb").write_bytes(b"")
     assert TP.served_card(base) == (4, None)                       # no card: cannot be continued
-    (base / "4" / TP.CARD_FILE).write_text(json.dumps(_card()))
+    (base / "4" / serving.MODEL_CARD).write_text(json.dumps(_card()))
     assert TP.served_card(base) == (4, _card())
 
 
