@@ -2,7 +2,8 @@
 
 A team reads docs/config.md (and the run form) to decide what to set for the nightly job;
 switches that only make a measurement cleaner (no serving export for a throughput run, one
-core per worker for the gang benchmark) do not belong there. They come from the environment
+core per worker for the gang benchmark, a model part switched off for an ablation) do not
+belong there. They come from the environment
 variable RECO_TRAIN_LAB, a JSON object, so they reach the worker processes the gang starts
 (which inherit the environment) without passing through the config file.
 """
@@ -20,6 +21,12 @@ ENV = "RECO_TRAIN_LAB"
 class LabOptions:
     export: bool = True          # false: train + evaluate only, no SavedModel (throughput benchmarks)
     pin_cpus: bool = False       # pin worker i to its own cores (the gang benchmark)
+    attention: bool = True       # false: the din scorer pools the history by its mean (an ablation)
+    interactions: bool = True    # false: the din scorer gets vectors, not their products (an ablation)
+
+    def ablated(self) -> tuple[str, ...]:
+        """The model parts switched off, as build_model takes them."""
+        return tuple(name for name in ("attention", "interactions") if not getattr(self, name))
 
     def env(self) -> dict[str, str]:
         """The environment entry that sets these options in a child process."""

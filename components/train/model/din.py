@@ -161,8 +161,14 @@ def _dot(a, b):
     return tf.reduce_sum(a * b, axis=-1, keepdims=True)
 
 
-def build_din(cfg: ModelConfig, vocab) -> keras.Model:
-    return joined_model(cfg, item_tower(cfg, vocab), scorer(cfg, vocab), name="din_ctr_model")
+# Parts of the scorer an ablation may switch off (components/train/gang/lab.py): "attention" pools
+# the history by its plain mean instead; "interactions" feeds the dense layers the vectors
+# themselves instead of their products and dot products.
+ABLATABLE = ("attention", "interactions")
+
+
+def build_din(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model:
+    return joined_model(cfg, item_tower(cfg, vocab), scorer(cfg, vocab, ablate), name="din_ctr_model")
 
 
 def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
@@ -181,8 +187,10 @@ def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
     return keras.Model(inputs=inputs, outputs=tf.concat([content, code], -1), name=TOWER)
 
 
-def scorer(cfg: ModelConfig, vocab) -> keras.Model:
+def scorer(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model:
     """Item vectors of the shown item [B, d] and the history [B, L, d], ids and context -> p."""
+    if unknown := set(ablate) - set(ABLATABLE):
+        raise ValueError(f"cannot ablate {sorted(unknown)}: one of {ABLATABLE}")
     d = cfg.embedding_dim
     inputs = scorer_inputs(cfg, d + ImageCode.UNITS)
     l2 = cfg.embedding_l2
@@ -196,20 +204,24 @@ def scorer(cfg: ModelConfig, vocab) -> keras.Model:
     history = items(history_ids) + tf.stop_gradient(history_content)
     item = items(target_id) + target_content
 
-    interest = TargetAttention(cfg.attention_units, name="target_attention")(item, history, history_mask)
     mean_history = _masked_mean(history, history_mask)
+    interest = (mean_history if "attention" in ablate else
+                TargetAttention(cfg.attention_units, name="target_attention")(item, history, history_mask))
     mean_content = _masked_mean(history_content, history_mask)
     seen = tf.reduce_any(tf.equal(history_ids, target_id[:, None]) & history_mask, axis=1)
-    parts = [item, interest, interest * item, mean_history * item, _dot(interest, item), _dot(mean_history, item),
-             mean_content * target_content, _dot(mean_content, target_content), history_code * code,
-             _dot(history_code, code), tf.cast(seen, item.dtype)[:, None]]
+    plain = "interactions" in ablate
+    parts = [item, interest, *(
+        [mean_history, mean_content, target_content, history_code, code] if plain else
+        [interest * item, mean_history * item, _dot(interest, item), _dot(mean_history, item),
+         mean_content * target_content, _dot(mean_content, target_content), history_code * code,
+         _dot(history_code, code)]), tf.cast(seen, item.dtype)[:, None]]
     if cfg.user_buckets:
         user = RowEmbedding(vocab.users, d, l2=l2, name="user_embedding")(inputs[F.USER_BUCKET])
-        parts += [user * item, _dot(user, item)]
+        parts += [user] if plain else [user * item, _dot(user, item)]
         if cfg.user_memory_weight:
             pooled = UserMemory(vocab.users, cfg.user_memory_weight, name="user_memory")(
                 history_code, inputs[F.USER_BUCKET], tf.reduce_any(history_mask, axis=1))
-            parts += [pooled * code, _dot(pooled, code)]
+            parts += [pooled] if plain else [pooled * code, _dot(pooled, code)]
     parts += [RowEmbedding(len(F.PLATFORMS) + 1, 4, name="platform_embedding")(inputs[F.PLATFORM_ID]),
               RowEmbedding(25, 4, name="hour_embedding")(inputs[F.HOUR_ID])]
     z = tf.concat(parts, -1)

@@ -23,6 +23,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train.gang.heartbeat import FINISH, HeartbeatWriter
+from components.train.gang.lab import lab_options
 from components.train.model.build import build_model, compile_model, global_batch_size, scaled_learning_rate
 from components.train.model.vocab import vocab_sizes
 from components.train.worker import chief
@@ -136,7 +137,7 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
     global_batch = global_batch_size(config.train, replicas)
     vocab = vocab_sizes(paths.transform_dir, config.model)
     with strategy.scope():
-        model = compile_model(build_model(config.model, vocab), config.train, replicas)
+        model = compile_model(build_model(config.model, vocab, lab_options().ablated()), config.train, replicas)
         _join_in_step(model, strategy, config, train_split)
         _fit_image_code(model, train_split)
         warm = _warm_start(model, config, paths, plan)

@@ -70,6 +70,30 @@ def test_user_embedding_is_optional():
     assert {"user_embedding", "user_memory"}.isdisjoint(names) and "target_attention" in names
 
 
+@pytest.mark.parametrize("ablate", [("attention",), ("interactions",), ("attention", "interactions")])
+def test_an_ablated_scorer_drops_its_part_and_still_scores(ablate):
+    """The ablation lab's switches (gang/lab.py): without attention the history is pooled by its
+    mean (no attention layer, padding still ignored); without interactions the dense layers read
+    the plain vectors (another width: no products or dot products)."""
+    full = tower.layers(build_model(DIN, VOCAB))
+    ablated = build_model(DIN, VOCAB, ablate)
+    layers = tower.layers(ablated)
+    assert ("target_attention" in layers) is ("attention" not in ablate)
+    other_width = layers["hidden"].kernel.shape[0] != full["hidden"].kernel.shape[0]
+    assert other_width is ("interactions" in ablate)
+    batch, shifted = right_and_left_padded(_batch(3, DIN, VOCAB))
+    out = ablated(batch).numpy()
+    assert out.shape == (3, 1) and np.isfinite(out).all()
+    np.testing.assert_allclose(out, ablated(shifted).numpy(), atol=1e-6)
+
+
+def test_ablations_are_named_parts_of_the_din_model():
+    with pytest.raises(ValueError, match="cannot ablate \\['wide'\\]"):
+        build_model(DIN, VOCAB, ("wide",))
+    with pytest.raises(ValueError, match="parts of the din model"):
+        build_model(dataclasses.replace(DIN, architecture="reference"), VOCAB, ("attention",))
+
+
 @pytest.mark.parametrize("serving_xla", [None, True])
 def test_serving_function_matches_the_model_plain_and_xla(model, serving_xla):
     """The default (plain) export's model part and the XLA-compiled one both predict what the model does."""
