@@ -193,16 +193,17 @@ ENSEMBLE = (["regime (demo size)", "each seed (median)", "each pair", "all three
                 "**{auc_all_@:.3f}**", "{auc_all_over_median_seed_@:+.3f}", "{train_s_per_model_@:.1f} s")))
 ABLATION_REGIMES = ("default", "popularity", "ratings_like")
 ABLATION = (["mechanism switched off", "override", *(f"{r}: on / off (gain)" for r in ABLATION_REGIMES)],
-            [("ablation", "defaults (reference)", "", *(f"{{auc_on_{r}:.4f}} (spread {{spread_on_{r}:.3f}})"
-                                                        for r in ABLATION_REGIMES)),
-             *each(("wide_bias", "dropout", "user_memory", "embedding_l2"), (
+            [*each(("", "_now"), ("ablation", "defaults (reference, {commit@})", "",
+                                  *(f"{{auc_on@_{r}:.4f}} (spread {{spread_on@_{r}:.3f}})" for r in ABLATION_REGIMES))),
+             *each(("wide_bias", "dropout", "user_memory", "embedding_l2", "attention", "interactions"), (
                  "ablation", "{label_@}", "`{override_@}`",
-                 *(f"{{auc_on_{g}:.4f}} / {{auc_off_@_{g}:.4f}} (**{{gain_@_{g}:+.4f}}**)"
+                 *(f"{{ref_on_@_{g}:.4f}} / {{auc_off_@_{g}:.4f}} (**{{gain_@_{g}:+.4f}}**)"
                    for g in ABLATION_REGIMES)))])
 ABLATION_MT = (["mechanism switched off", "candidate AUC per night", "mean (gain of the mechanism)"],
-               [("ablation", "none (defaults)", "{mt_on_list}", "{mt_mean_on:.4f}"),
+               [("ablation", "none (defaults, {commit})", "{mt_on_list}", "{mt_mean_on:.4f}"),
+                ("ablation", "none (defaults, {commit_now})", "{mt_on_now_list}", "{mt_mean_on_now:.4f}"),
                 ("ablation", "LR item + history + user (reference)", "{mt_lr_list}", "{mt_mean_lr:.4f}"),
-                *each(("wide_bias", "dropout", "embedding_l2"), (
+                *each(("wide_bias", "dropout", "embedding_l2", "attention", "interactions"), (
                     "ablation", "{label_@}", "{mt_off_list_@}",
                     "{mt_mean_off_@:.4f} (**{mt_gain_@:+.4f}**)"))])
 EPOCHS = (["size", "epoch cap", "eval AUC, cap", "eval AUC, twice the cap", "best epoch (twice the cap)", "drop",

@@ -94,6 +94,7 @@ REMOVED_KEYS: dict[str, str] = {
     "train.validations_per_epoch": "validating more than once per epoch measured worse (docs/benchmarks.md)",
     "model.item_stats": "the window statistics as model inputs measured worse; the popularity blend reads them",
     "train.xla_optimizer": "the XLA-compiled optimizer update measured slower (docs/benchmarks.md)",
+    "model.attention_units": "the din model's target attention measured level with the history's mean: removed",
     "train.deterministic": "nothing set it; tests order the input through make_dataset directly",
     "train.export": "a benchmark option now, not production config: RECO_TRAIN_LAB (components/train/gang/lab.py)",
     "train.pin_cpus": "a benchmark option now, not production config: RECO_TRAIN_LAB (components/train/gang/lab.py)",

@@ -77,7 +77,6 @@ class ModelConfig:
     hidden_units: int = 256          # first dense layer (the second is a quarter of it)
     architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
     user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
-    attention_units: int = 64            # DIN attention MLP width
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     dropout: float = 0.1             # after the first dense layer
     embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)

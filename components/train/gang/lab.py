@@ -21,12 +21,11 @@ ENV = "RECO_TRAIN_LAB"
 class LabOptions:
     export: bool = True          # false: train + evaluate only, no SavedModel (throughput benchmarks)
     pin_cpus: bool = False       # pin worker i to its own cores (the gang benchmark)
-    attention: bool = True       # false: the din scorer pools the history by its mean (an ablation)
     interactions: bool = True    # false: the din scorer gets vectors, not their products (an ablation)
 
     def ablated(self) -> tuple[str, ...]:
         """The model parts switched off, as build_model takes them."""
-        return tuple(name for name in ("attention", "interactions") if not getattr(self, name))
+        return () if self.interactions else ("interactions",)
 
     def env(self) -> dict[str, str]:
         """The environment entry that sets these options in a child process."""

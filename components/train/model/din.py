@@ -1,12 +1,15 @@
-"""The default model: target-aware interest over the behaviour sequence (DIN, Zhou et al. 2018).
+"""The default model: the shown item against the behaviour sequence (after DIN, Zhou et al. 2018).
 
 Why this shape: click-through here is mostly a user x item taste term. One item representation
 serves the shown item and every history item: its id embedding (frequent items own a row, the
 tail shares OOV buckets) plus its content, the item tower's reading of its own title and image.
-The shown item attends over the history (which past items matter depends on what is shown), and
-the dot products of item with interest, with the hashed user's embedding and of the shown
-item's content and image code with the history's are explicit features. Content is what
-carries new and cold items, shown or in a history, that the id embedding cannot tell apart.
+The history is pooled by its mean, and the products and dot products of the shown item with the
+history, with the hashed user's embedding and of the shown item's content and image code with the
+history's are explicit features (off, they cost 0.11 AUC where taste drives clicks). DIN's target
+attention over the history (which past items matter depends on what is shown) was measured
+level with the plain mean on every world and on MovieTweetings, and removed (docs/training.md,
+the mechanism table). Content is what carries new and cold items, shown or in a history, that
+the id embedding cannot tell apart.
 
 The model is two parts (tower.py): the item tower, run once per distinct item of a batch, and
 the scorer, which takes item vectors; the export precomputes the tower over the item table.
@@ -22,44 +25,6 @@ from components.train.model.tower import SCORER, TOWER, contents, item_inputs, j
 from pipeline.config import ModelConfig
 from pipeline.contracts import features as F
 from pipeline.contracts.signature import OUTPUT
-
-
-class TargetAttention(keras.layers.Layer):
-    """Softmax attention of a query [B, d] over masked keys [B, L, d] -> [B, d] (zeros if none)."""
-
-    def __init__(self, units: int, **kwargs):
-        super().__init__(**kwargs)
-        self.units = units
-        self.hidden = keras.layers.Dense(units, activation="relu", name="att_hidden")
-        self.score = keras.layers.Dense(1, name="att_score")
-
-    def build(self, input_shape):
-        # call() reads the hidden layer's kernel without calling the layer: build both here, in
-        # their own name scopes, so the variables keep the names a called layer gives them.
-        for layer, width in ((self.hidden, 4 * input_shape[-1]), (self.score, self.units)):
-            with tf.name_scope(layer.name):
-                layer.build(tf.TensorShape([None, width]))
-        super().build(input_shape)
-
-    def call(self, query, keys, mask):
-        # The hidden layer reads [q, k, q - k, q * k]; with its kernel split into four d-row blocks,
-        # W [q, k, q-k, q*k] = q (Wq + Wd) + k (Wk - Wd) + (q * k) Wp. The same layer and
-        # variables, but the query part is computed once per row instead of once per history
-        # position, and no [B, L, 4d] tensor is built: half the multiply-adds, far less memory.
-        wq, wk, wd, wp = tf.split(tf.cast(self.hidden.kernel, keys.dtype), 4, axis=0)
-        per_row = tf.matmul(query, wq + wd) + tf.cast(self.hidden.bias, keys.dtype)
-        hidden = tf.nn.relu(per_row[:, None, :] + tf.matmul(keys, wk - wd)
-                            + tf.matmul(query[:, None, :] * keys, wp))
-        scores = tf.squeeze(self.score(hidden), -1)
-        # In float32 even under mixed precision: -1e9 is -inf in float16, and a row with no
-        # history (all masked) would then be NaN instead of zeros.
-        scores = tf.where(mask, tf.cast(scores, tf.float32), -1e9)
-        weights = tf.nn.softmax(scores, axis=-1) * tf.cast(mask, tf.float32)
-        return tf.reduce_sum(tf.cast(weights, keys.dtype)[..., None] * keys, axis=1)
-
-    def get_config(self):
-        return {**super().get_config(), "units": self.units}
-
 
 RANK_TOLERANCE = 1e-6     # of the largest principal variance: smaller directions are rounding noise
 
@@ -161,10 +126,9 @@ def _dot(a, b):
     return tf.reduce_sum(a * b, axis=-1, keepdims=True)
 
 
-# Parts of the scorer an ablation may switch off (components/train/gang/lab.py): "attention" pools
-# the history by its plain mean instead; "interactions" feeds the dense layers the vectors
-# themselves instead of their products and dot products.
-ABLATABLE = ("attention", "interactions")
+# Parts of the scorer an ablation may switch off (components/train/gang/lab.py): "interactions"
+# feeds the dense layers the vectors themselves instead of their products and dot products.
+ABLATABLE = ("interactions",)
 
 
 def build_din(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model:
@@ -205,16 +169,14 @@ def scorer(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model
     item = items(target_id) + target_content
 
     mean_history = _masked_mean(history, history_mask)
-    interest = (mean_history if "attention" in ablate else
-                TargetAttention(cfg.attention_units, name="target_attention")(item, history, history_mask))
     mean_content = _masked_mean(history_content, history_mask)
     seen = tf.reduce_any(tf.equal(history_ids, target_id[:, None]) & history_mask, axis=1)
     plain = "interactions" in ablate
-    parts = [item, interest, *(
-        [mean_history, mean_content, target_content, history_code, code] if plain else
-        [interest * item, mean_history * item, _dot(interest, item), _dot(mean_history, item),
-         mean_content * target_content, _dot(mean_content, target_content), history_code * code,
-         _dot(history_code, code)]), tf.cast(seen, item.dtype)[:, None]]
+    parts = [item, mean_history, *(
+        [mean_content, target_content, history_code, code] if plain else
+        [mean_history * item, _dot(mean_history, item), mean_content * target_content,
+         _dot(mean_content, target_content), history_code * code, _dot(history_code, code)]),
+        tf.cast(seen, item.dtype)[:, None]]
     if cfg.user_buckets:
         user = RowEmbedding(vocab.users, d, l2=l2, name="user_embedding")(inputs[F.USER_BUCKET])
         parts += [user] if plain else [user * item, _dot(user, item)]

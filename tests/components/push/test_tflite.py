@@ -11,8 +11,7 @@ pytestmark = pytest.mark.integration      # TF Lite conversions: seconds of CPU 
 
 TINY = ModelConfig(title_len=6, history_len=8, embedding_dim=4, lstm_units=4, image_units=(8,), hidden_units=8,
                    architecture="reference", user_buckets=10)
-DIN = ModelConfig(title_len=6, history_len=8, embedding_dim=4, image_units=(8,), hidden_units=8, user_buckets=10,
-                  attention_units=4)
+DIN = ModelConfig(title_len=6, history_len=8, embedding_dim=4, image_units=(8,), hidden_units=8, user_buckets=10)
 
 
 def _export(root, cfg, core: bool = True):

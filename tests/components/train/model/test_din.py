@@ -15,7 +15,7 @@ from pipeline.contracts import features as F
 from tests.components.train.model.test_model import _batch, by_reference, right_and_left_padded
 
 DIN = ModelConfig(title_len=6, history_len=9, embedding_dim=8, image_units=(16, 8), hidden_units=16,
-                  title_vocab_size=30, item_vocab_size=40, oov_buckets=2, user_buckets=20, attention_units=8)
+                  title_vocab_size=30, item_vocab_size=40, oov_buckets=2, user_buckets=20)
 VOCAB = VocabSizes.from_config(DIN)
 
 
@@ -38,7 +38,7 @@ def test_one_item_table_for_target_and_history(model):
 
 def test_prediction_depends_on_the_target_through_the_history(model):
     """The same user and history with another shown item scores differently, and moving the
-    history's padding changes nothing (masked attention and mean)."""
+    history's padding changes nothing (masked means)."""
     batch, shifted = right_and_left_padded(_batch(1, DIN, VOCAB))
     np.testing.assert_allclose(model(batch).numpy(), model(shifted).numpy(), atol=1e-6)
     other = {k: v.copy() for k, v in batch.items()}
@@ -67,20 +67,15 @@ def test_the_history_items_own_content_moves_the_prediction(model):
 def test_user_embedding_is_optional():
     cfg = dataclasses.replace(DIN, user_buckets=0)
     names = set(tower.layers(build_model(cfg, VocabSizes.from_config(cfg))))
-    assert {"user_embedding", "user_memory"}.isdisjoint(names) and "target_attention" in names
+    assert {"user_embedding", "user_memory"}.isdisjoint(names) and "item_embedding" in names
 
 
-@pytest.mark.parametrize("ablate", [("attention",), ("interactions",), ("attention", "interactions")])
-def test_an_ablated_scorer_drops_its_part_and_still_scores(ablate):
-    """The ablation lab's switches (gang/lab.py): without attention the history is pooled by its
-    mean (no attention layer, padding still ignored); without interactions the dense layers read
-    the plain vectors (another width: no products or dot products)."""
+def test_without_interactions_the_dense_layers_read_the_plain_vectors():
+    """The ablation lab's switch (gang/lab.py): no products or dot products, so another input
+    width; the model still scores and still ignores the history's padding."""
     full = tower.layers(build_model(DIN, VOCAB))
-    ablated = build_model(DIN, VOCAB, ablate)
-    layers = tower.layers(ablated)
-    assert ("target_attention" in layers) is ("attention" not in ablate)
-    other_width = layers["hidden"].kernel.shape[0] != full["hidden"].kernel.shape[0]
-    assert other_width is ("interactions" in ablate)
+    ablated = build_model(DIN, VOCAB, ("interactions",))
+    assert tower.layers(ablated)["hidden"].kernel.shape[0] != full["hidden"].kernel.shape[0]
     batch, shifted = right_and_left_padded(_batch(3, DIN, VOCAB))
     out = ablated(batch).numpy()
     assert out.shape == (3, 1) and np.isfinite(out).all()
@@ -88,10 +83,10 @@ def test_an_ablated_scorer_drops_its_part_and_still_scores(ablate):
 
 
 def test_ablations_are_named_parts_of_the_din_model():
-    with pytest.raises(ValueError, match="cannot ablate \\['wide'\\]"):
-        build_model(DIN, VOCAB, ("wide",))
+    with pytest.raises(ValueError, match="cannot ablate \\['attention'\\]"):
+        build_model(DIN, VOCAB, ("attention",))            # measured, removed: no switch left
     with pytest.raises(ValueError, match="parts of the din model"):
-        build_model(dataclasses.replace(DIN, architecture="reference"), VOCAB, ("attention",))
+        build_model(dataclasses.replace(DIN, architecture="reference"), VOCAB, ("interactions",))
 
 
 @pytest.mark.parametrize("serving_xla", [None, True])
@@ -154,29 +149,6 @@ def test_builds_and_stays_finite_under_mixed_precision():
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert out.dtype == np.float32 and np.isfinite(out).all()
-
-
-def test_attention_is_the_mlp_over_query_key_difference_and_product():
-    """The split-kernel computation is DIN's MLP over [q, k, q - k, q * k], with padding masked."""
-    from components.train.model.din import TargetAttention
-
-    rng = np.random.default_rng(0)
-    q, k = rng.standard_normal((3, 8)).astype(np.float32), rng.standard_normal((3, 5, 8)).astype(np.float32)
-    mask = np.array([[1, 1, 0, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], bool)
-    layer = TargetAttention(6)
-    got = layer(tf.constant(q), tf.constant(k), tf.constant(mask)).numpy()
-    assert [v.name for v in layer.variables] == [
-        "target_attention/att_hidden/kernel:0", "target_attention/att_hidden/bias:0",
-        "target_attention/att_score/kernel:0", "target_attention/att_score/bias:0"]
-    qb = np.broadcast_to(q[:, None, :], k.shape)
-    hidden = np.maximum(np.concatenate([qb, k, qb - k, qb * k], -1) @ layer.hidden.kernel.numpy()
-                        + layer.hidden.bias.numpy(), 0)
-    scores = (hidden @ layer.score.kernel.numpy())[..., 0] + layer.score.bias.numpy()
-    masked = np.where(mask, scores, -1e9)
-    weights = np.exp(masked - masked.max(-1, keepdims=True)) * mask
-    weights = weights / np.maximum(weights.sum(-1, keepdims=True), 1e-30)
-    np.testing.assert_allclose(got, (weights[..., None] * k).sum(1), atol=1e-5)
-    np.testing.assert_array_equal(got[2], 0)                 # no history: zeros
 
 
 def test_row_penalty_covers_the_looked_up_rows_once_and_keeps_the_gradient_sparse():
