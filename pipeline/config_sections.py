@@ -78,8 +78,6 @@ class ModelConfig:
     architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
     user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
-    dropout: float = 0.1             # after the first dense layer
-    embedding_l2: float = 3e-4           # L2 on the looked-up id embedding rows (docs/benchmarks.md)
     stack_popularity: bool = True        # last layer blends the model with item popularity (blend.py)
     wide_bias: bool = True               # din: per-item and per-user logit biases (the wide part)
     bias_l2: float = 1.0                 # L2 on the looked-up bias rows (x SCALE^-2 on the bias: din.ScaledBias)

@@ -57,8 +57,8 @@ def test_every_step_cli_takes_the_shared_run_arguments():
 def test_set_reads_numbers_as_numbers():
     from pipeline.cli import parse_sets
 
-    got = parse_sets(["model.embedding_l2=1e-4", "train.workers=3", "eval.max_auc_drop=null", "a=abc", "b=true"])
-    assert got == {"model.embedding_l2": 1e-4, "train.workers": 3, "eval.max_auc_drop": None, "a": "abc", "b": True}
+    got = parse_sets(["model.bias_l2=1e-4", "train.workers=3", "eval.max_auc_drop=null", "a=abc", "b=true"])
+    assert got == {"model.bias_l2": 1e-4, "train.workers": 3, "eval.max_auc_drop": None, "a": "abc", "b": True}
 
 
 def test_exit_zero_is_offered_only_by_the_steps_that_have_a_verdict():

@@ -141,7 +141,7 @@ def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
     inputs = item_inputs(cfg)
     d = cfg.embedding_dim
     title_ids = inputs[F.TITLE_IDS]
-    title = RowEmbedding(vocab.title, d, l2=cfg.embedding_l2, name="title_embedding")(title_ids)
+    title = RowEmbedding(vocab.title, d, name="title_embedding")(title_ids)
     title = _masked_mean(title, tf.not_equal(title_ids, 0))
     image = inputs[F.IMAGE_Z]
     for i, units in enumerate(cfg.image_tower):
@@ -157,10 +157,9 @@ def scorer(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model
         raise ValueError(f"cannot ablate {sorted(unknown)}: one of {ABLATABLE}")
     d = cfg.embedding_dim
     inputs = scorer_inputs(cfg, d + ImageCode.UNITS)
-    l2 = cfg.embedding_l2
     history_ids, target_id = inputs[F.HISTORY_IDS], inputs[F.TARGET_ID]
     history_mask = tf.not_equal(history_ids, 0)
-    items = RowEmbedding(vocab.items, d, l2=l2, name="item_embedding")
+    items = RowEmbedding(vocab.items, d, name="item_embedding")
     target_vector, history_vector = contents(inputs)
     target_content, code = target_vector[:, :d], target_vector[:, d:]
     history_content, history_codes = history_vector[:, :, :d], history_vector[:, :, d:]
@@ -178,7 +177,7 @@ def scorer(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model
          _dot(mean_content, target_content), history_code * code, _dot(history_code, code)]),
         tf.cast(seen, item.dtype)[:, None]]
     if cfg.user_buckets:
-        user = RowEmbedding(vocab.users, d, l2=l2, name="user_embedding")(inputs[F.USER_BUCKET])
+        user = RowEmbedding(vocab.users, d, name="user_embedding")(inputs[F.USER_BUCKET])
         parts += [user] if plain else [user * item, _dot(user, item)]
         if cfg.user_memory_weight:
             pooled = UserMemory(vocab.users, cfg.user_memory_weight, name="user_memory")(
@@ -188,7 +187,6 @@ def scorer(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model
               RowEmbedding(25, 4, name="hour_embedding")(inputs[F.HOUR_ID])]
     z = tf.concat(parts, -1)
     z = keras.layers.Dense(cfg.hidden_units, activation="relu", name="hidden")(z)
-    z = keras.layers.Dropout(cfg.dropout, name="dropout")(z)
     z = keras.layers.Dense(max(cfg.hidden_units // 4, 8), activation="relu", name="hidden_2")(z)
     logit = keras.layers.Dense(1, dtype="float32", name="deep_logit")(z)
     if cfg.wide_bias:

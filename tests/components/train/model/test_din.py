@@ -106,12 +106,11 @@ def test_serving_function_matches_the_model_plain_and_xla(model, serving_xla):
 
 
 def test_training_calls_carry_the_row_penalties_and_inference_calls_none(model):
-    """`training=True` reaches every layer of both parts: the title, item (target and history)
-    and user rows (and the wide part's item and user bias rows) are penalised beside the user
-    memory's fitting loss; a plain call adds no loss."""
+    """`training=True` reaches the scorer's layers: the wide part's item and user bias rows are
+    penalised beside the user memory's fitting loss; a plain call adds no loss."""
     batch = _batch(4, DIN, VOCAB)
     model(batch, training=True)
-    assert len(model.losses) == 5 + 2 * DIN.wide_bias and all(float(loss) >= 0 for loss in model.losses)
+    assert len(model.losses) == 1 + 2 * DIN.wide_bias and all(float(loss) >= 0 for loss in model.losses)
     model(batch)
     assert model.losses == []
 
