@@ -132,7 +132,7 @@ def derived(name: str, f: dict) -> dict:
               "mt_lr_list": listed(f["mt_auc_lr_item_history_user"]),
               "mt_mean_lr": statistics.mean(f["mt_auc_lr_item_history_user"])}
         f |= {f"mt_off_list_{v}": listed(f["mt_auc_off_" + v]) for v in f["variants"] if "mt_auc_off_" + v in f}
-        f |= {"mt_on_now_list": listed(f["mt_auc_on_now"])}
+        f |= {"mt_on_now_list": listed(f["mt_auc_on_now"]), "mt_pruned_list": listed(f["mt_auc_pruned"])}
         # each variant's gain is against the defaults run beside it: the first ones a16933a's, later ones their own
         f |= {f"ref_on_{v}_{r}": f.get(f"ref_on_{v}_{r}", f[f"auc_on_{r}"])
               for v in f["variants"] for r in f["regimes"]}

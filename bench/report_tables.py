@@ -202,6 +202,8 @@ ABLATION = (["mechanism switched off", "override", *(f"{r}: on / off (gain)" for
 ABLATION_MT = (["mechanism switched off", "candidate AUC per night", "mean (gain of the mechanism)"],
                [("ablation", "none (defaults, {commit})", "{mt_on_list}", "{mt_mean_on:.4f}"),
                 ("ablation", "none (defaults, {commit_now})", "{mt_on_now_list}", "{mt_mean_on_now:.4f}"),
+                ("ablation", "attention, dropout and embedding L2 all removed ({commit_pruned})", "{mt_pruned_list}",
+                 "{mt_mean_pruned:.4f}"),
                 ("ablation", "LR item + history + user (reference)", "{mt_lr_list}", "{mt_mean_lr:.4f}"),
                 *each(("wide_bias", "dropout", "embedding_l2", "attention", "interactions"), (
                     "ablation", "{label_@}", "{mt_off_list_@}",
