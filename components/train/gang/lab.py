@@ -3,9 +3,9 @@
 A team reads docs/config.md (and the run form) to decide what to set for the nightly job;
 switches that only make a measurement cleaner (no serving export for a throughput run, one
 core per worker for the gang benchmark, a model part switched off for an ablation) do not
-belong there. They come from the environment
-variable RECO_TRAIN_LAB, a JSON object, so they reach the worker processes the gang starts
-(which inherit the environment) without passing through the config file.
+belong there. They come from the environment variable RECO_TRAIN_LAB, a JSON object, so they
+reach the worker processes the gang starts (which inherit the environment) without passing
+through the config file.
 """
 from __future__ import annotations
 
