@@ -23,10 +23,6 @@ class LabOptions:
     pin_cpus: bool = False       # pin worker i to its own cores (the gang benchmark)
     interactions: bool = True    # false: the din scorer gets vectors, not their products (an ablation)
 
-    def ablated(self) -> tuple[str, ...]:
-        """The model parts switched off, as build_model takes them."""
-        return () if self.interactions else ("interactions",)
-
     def env(self) -> dict[str, str]:
         """The environment entry that sets these options in a child process."""
         return {ENV: json.dumps(dataclasses.asdict(self))}

@@ -22,18 +22,19 @@ from pipeline.config import ModelConfig, TrainConfig
 log = logging.getLogger(__name__)
 
 
-def build_model(model_cfg: ModelConfig, vocab: VocabSizes, ablate: tuple[str, ...] = ()) -> keras.Model:
+def build_model(model_cfg: ModelConfig, vocab: VocabSizes, interactions: bool = True) -> keras.Model:
     """Uncompiled model of `model.architecture` over the transformed features, ending in the
-    (identity until fitted) Platt calibration and popularity blend of blend.py. `ablate`: parts
-    of the din scorer a measurement switches off (din.ABLATABLE; the lab's, never the config's)."""
+    (identity until fitted) Platt calibration and popularity blend of blend.py. `interactions`
+    false: the din scorer without its interaction features (the ablation lab's switch, never
+    the config's)."""
     from components.train.model.blend import CalibratedBlend
 
     if model_cfg.architecture == "din":
         from components.train.model.din import build_din
 
-        core = build_din(model_cfg, vocab, ablate)
-    elif ablate:
-        raise ValueError(f"ablations {ablate} are parts of the din model, not of {model_cfg.architecture!r}")
+        core = build_din(model_cfg, vocab, interactions)
+    elif not interactions:
+        raise ValueError(f"the interaction features are part of the din model, not of {model_cfg.architecture!r}")
     else:
         from components.train.model.reference import build_reference
 

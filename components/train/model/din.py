@@ -126,13 +126,8 @@ def _dot(a, b):
     return tf.reduce_sum(a * b, axis=-1, keepdims=True)
 
 
-# Parts of the scorer an ablation may switch off (components/train/gang/lab.py): "interactions"
-# feeds the dense layers the vectors themselves instead of their products and dot products.
-ABLATABLE = ("interactions",)
-
-
-def build_din(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model:
-    return joined_model(cfg, item_tower(cfg, vocab), scorer(cfg, vocab, ablate), name="din_ctr_model")
+def build_din(cfg: ModelConfig, vocab, interactions: bool = True) -> keras.Model:
+    return joined_model(cfg, item_tower(cfg, vocab), scorer(cfg, vocab, interactions), name="din_ctr_model")
 
 
 def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
@@ -151,10 +146,10 @@ def item_tower(cfg: ModelConfig, vocab) -> keras.Model:
     return keras.Model(inputs=inputs, outputs=tf.concat([content, code], -1), name=TOWER)
 
 
-def scorer(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model:
-    """Item vectors of the shown item [B, d] and the history [B, L, d], ids and context -> p."""
-    if unknown := set(ablate) - set(ABLATABLE):
-        raise ValueError(f"cannot ablate {sorted(unknown)}: one of {ABLATABLE}")
+def scorer(cfg: ModelConfig, vocab, interactions: bool = True) -> keras.Model:
+    """Item vectors of the shown item [B, d] and the history [B, L, d], ids and context -> p.
+    `interactions` false (an ablation, components/train/gang/lab.py): the dense layers get the
+    vectors themselves instead of their products and dot products."""
     d = cfg.embedding_dim
     inputs = scorer_inputs(cfg, d + ImageCode.UNITS)
     history_ids, target_id = inputs[F.HISTORY_IDS], inputs[F.TARGET_ID]
@@ -170,7 +165,7 @@ def scorer(cfg: ModelConfig, vocab, ablate: tuple[str, ...] = ()) -> keras.Model
     mean_history = _masked_mean(history, history_mask)
     mean_content = _masked_mean(history_content, history_mask)
     seen = tf.reduce_any(tf.equal(history_ids, target_id[:, None]) & history_mask, axis=1)
-    plain = "interactions" in ablate
+    plain = not interactions
     parts = [item, mean_history, *(
         [mean_content, target_content, history_code, code] if plain else
         [mean_history * item, _dot(mean_history, item), mean_content * target_content,

@@ -121,7 +121,7 @@ def local_copy(model: keras.Model, config: Config, vocab: VocabSizes) -> keras.M
     is traced once, needs no collective, and serves in float32 even after mixed precision.
     """
     keras.mixed_precision.set_global_policy("float32")
-    copy = build_model(config.model, vocab, lab_options().ablated())
+    copy = build_model(config.model, vocab, lab_options().interactions)
     copy.set_weights(model.get_weights())
     return copy
 

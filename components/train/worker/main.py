@@ -137,7 +137,7 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
     global_batch = global_batch_size(config.train, replicas)
     vocab = vocab_sizes(paths.transform_dir, config.model)
     with strategy.scope():
-        model = compile_model(build_model(config.model, vocab, lab_options().ablated()), config.train, replicas)
+        model = compile_model(build_model(config.model, vocab, lab_options().interactions), config.train, replicas)
         _join_in_step(model, strategy, config, train_split)
         _fit_image_code(model, train_split)
         warm = _warm_start(model, config, paths, plan)

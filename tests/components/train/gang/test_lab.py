@@ -8,12 +8,10 @@ from components.train.gang.lab import ENV, LabOptions, lab_options
 
 def test_unset_means_production_behaviour():
     assert lab_options({}) == LabOptions(export=True, pin_cpus=False, interactions=True)
-    assert lab_options({}).ablated() == ()
 
 
-def test_switched_off_parts_are_what_the_model_builder_ablates():
-    options = lab_options({ENV: '{"interactions": false}'})
-    assert options.ablated() == ("interactions",)
+def test_the_ablation_switch_reads_false():
+    assert lab_options({ENV: '{"interactions": false}'}) == LabOptions(interactions=False)
 
 
 def test_the_env_entry_round_trips():
