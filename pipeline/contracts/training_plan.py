@@ -50,8 +50,14 @@ class Plan:
         """The manifest's plan; a manifest written before plans existed is a full retrain."""
         if not data:
             return full(window, "the manifest records no plan (written before training plans)")
-        return cls(data["mode"], tuple(data["train_dates"]), int(data["models_since_full"]),
+        return cls(data["mode"], tuple(data["train_dates"]), _models_since_full(data),
                    data.get("served_version"), data.get("reason", ""))
+
+
+def _models_since_full(recorded: dict[str, Any]) -> int:
+    """The count a plan or a model card records; `nights_since_full` is its name in plans and
+    cards written by 2ac0a8e (a run preprocessed or a model trained before the rename)."""
+    return int(recorded.get("models_since_full", recorded.get("nights_since_full", 0)))
 
 
 def full(window: list[dt.date], reason: str) -> Plan:
@@ -74,7 +80,7 @@ def decide(incremental: bool, full_retrain_every: int, window: list[dt.date],
         return full(window, f"served version {served_version} ({served_date}) is not older than this window")
     if served_date < window[0].isoformat():
         return full(window, f"served version {served_version} ({served_date}) is older than the window")
-    models = int(lineage.get("models_since_full", 0)) + 1
+    models = _models_since_full(lineage) + 1
     if models >= full_retrain_every:
         return full(window, f"the served lineage holds {models - 1} incremental model(s) after its full retrain "
                             f"(train.full_retrain_every={full_retrain_every}: one full retrain in every "

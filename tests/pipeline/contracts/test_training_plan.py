@@ -55,6 +55,16 @@ def test_the_plan_survives_the_manifest_and_an_old_manifest_means_full():
     assert old.mode == TP.FULL and old.train_dates == tuple(d.isoformat() for d in WINDOW)
 
 
+def test_a_plan_and_a_card_from_before_the_rename_keep_their_count():
+    """2ac0a8e wrote `nights_since_full`: a run preprocessed, or a model trained, by it and read
+    by this code keeps its place in the lineage (it raised KeyError in train)."""
+    recorded = {**TP.decide(True, 7, WINDOW, 5, _card(models=2)).to_json()}
+    recorded["nights_since_full"] = recorded.pop("models_since_full")
+    assert TP.Plan.from_json(recorded, WINDOW).models_since_full == 3
+    card = {"run_date": "2026-11-03", "training": {"mode": "incremental", "nights_since_full": 2}}
+    assert TP.decide(True, 3, WINDOW, 5, card).mode == TP.FULL            # 2 + 1 reaches full_retrain_every
+
+
 def test_the_plan_reads_the_served_versions_card_from_the_serving_dir(tmp_path):
     base = tmp_path / "recommender"
     assert TP.served_card(base) == (None, None)
