@@ -22,6 +22,7 @@ class LabOptions:
     export: bool = True          # false: train + evaluate only, no SavedModel (throughput benchmarks)
     pin_cpus: bool = False       # pin worker i to its own cores (the gang benchmark)
     interactions: bool = True    # false: the din scorer gets vectors, not their products (an ablation)
+    platt: bool = True           # false: the last layer's Platt scale stays the identity (an ablation)
 
     def env(self) -> dict[str, str]:
         """The environment entry that sets these options in a child process."""

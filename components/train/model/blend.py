@@ -123,7 +123,7 @@ def _design(probs: np.ndarray, evidence: np.ndarray | None) -> np.ndarray:
 
 
 def fit_last_layer(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None,
-                   start: np.ndarray | None = None):
+                   start: np.ndarray | None = None, platt: bool = True):
     """(a, b, blend weights) for the layer: Platt alone without `evidence` (blend zeros). `a`
     stays positive: the model's own ranking is never turned upside down, even by a model no
     better than chance on the validation rows. Where the fit wants it below MIN_SLOPE, `a` is
@@ -131,9 +131,13 @@ def fit_last_layer(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray |
     them fitted to a slope the layer does not apply). `start` ([a, b, *blend]; default the
     identity) is where the fit starts and what it is pulled towards: a warm-started model's own
     layer, so an incremental night's few validation rows adjust the served blend rather than
-    pull it back to the identity."""
+    pull it back to the identity. `platt` false (an ablation, components/train/gang/lab.py): a
+    and b stay 1 and 0 and only the blend's weights are fitted, around the model's own logit."""
     x, y = _design(probs, evidence), np.asarray(labels, np.float64).ravel()
     start = np.eye(x.shape[1])[0] if start is None else np.asarray(start, np.float64)[: x.shape[1]]
+    if not platt:
+        stack = np.zeros(len(STACK_TERMS)) if evidence is None else fit_logistic(x[:, 2:], y, start[2:], offset=x[:, 0])
+        return 1.0, 0.0, stack.astype(np.float32)
     w = fit_logistic(x, y, start)
     if w[0] < MIN_SLOPE:
         rest = fit_logistic(x[:, 1:], y, start[1:], offset=MIN_SLOPE * x[:, 0])
@@ -155,7 +159,8 @@ def held_out_evidence(shown: np.ndarray, clicks: np.ndarray, rows: np.ndarray, l
 
 
 def calibrate(layer: CalibratedBlend, probs: np.ndarray, labels: np.ndarray,
-              evidence: np.ndarray | None = None, start: np.ndarray | None = None) -> dict[str, float]:
+              evidence: np.ndarray | None = None, start: np.ndarray | None = None,
+              platt: bool = True) -> dict[str, float]:
     """Fit `layer` on validation rows: the model's uncalibrated probabilities, their labels and,
     for the blend, their items' held-out evidence; from `start` (see fit_last_layer). Returns the
     fitted weights by name."""
@@ -163,7 +168,7 @@ def calibrate(layer: CalibratedBlend, probs: np.ndarray, labels: np.ndarray,
     if len(np.unique(labels)) < 2:
         log.warning("calibration skipped: the validation split has one label class or no rows")
         return weights(layer)
-    a, b, stack = fit_last_layer(probs, labels, evidence, start)
+    a, b, stack = fit_last_layer(probs, labels, evidence, start, platt)
     layer.a.assign(a)
     layer.b.assign(b)
     layer.stack.assign(stack)

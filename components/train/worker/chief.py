@@ -159,7 +159,7 @@ def calibrate_on(model: keras.Model, predict, valid: Split, config: Config, batc
     if config.model.stack_popularity:
         content = item_content(str(valid.item_table))
         evidence = held_out_evidence(content[IT.SHOWN], content[IT.CLICKS], rows, labels)
-    return calibrate(layer, probs, labels, evidence, start)
+    return calibrate(layer, probs, labels, evidence, start, lab_options().platt)
 
 
 def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> dict[str, Any]:
