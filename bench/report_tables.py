@@ -199,6 +199,11 @@ ABLATION = (["mechanism switched off", "override", *(f"{r}: on / off (gain)" for
                  "ablation", "{label_@}", "`{override_@}`",
                  *(f"{{ref_on_@_{g}:.4f}} / {{auc_off_@_{g}:.4f}} (**{{gain_@_{g}:+.4f}}**)"
                    for g in ABLATION_REGIMES)))])
+ABLATION_PLATT = (["mechanism switched off", "override", *(f"{r}: log loss on / off (gain); AUC on / off"
+                                                           for r in ABLATION_REGIMES)],
+                  [("ablation", "{label_platt} ({commit_platt}; on: the same model's regime run)", "`{override_platt}`",
+                    *(f"{{logloss_on_platt_{r}:.4f}} / {{logloss_off_platt_{r}:.4f}} (**{{logloss_gain_platt_{r}:+.4f}}**); "
+                      f"{{auc_on_platt_{r}:.4f}} / {{auc_off_platt_{r}:.4f}}" for r in ABLATION_REGIMES))])
 ABLATION_MT = (["mechanism switched off", "candidate AUC per night", "mean (gain of the mechanism)"],
                [("ablation", "none (defaults, {commit})", "{mt_on_list}", "{mt_mean_on:.4f}"),
                 ("ablation", "none (defaults, {commit_now})", "{mt_on_now_list}", "{mt_mean_on_now:.4f}"),
@@ -267,7 +272,7 @@ BLOCKS = {"summary": [SUMMARY], "preprocess": [PREPROCESS], "scale": [SCALE_SIZE
           "encoder": [ENCODER],
           "train": [TRAIN_SETUP, TRAIN_RATES, TRAIN_RATIOS], "serving": [SERVING, SERVING_BY_ID, SERVING_FOOTPRINT],
           "quality": [QUALITY], "quality-regimes": [QUALITY_REGIMES], "goal-reach": [GOAL_REACH],
-          "ensemble": [ENSEMBLE], "ablation": [ABLATION], "ablation-movietweetings": [ABLATION_MT],
+          "ensemble": [ENSEMBLE], "ablation": [ABLATION, ABLATION_PLATT], "ablation-movietweetings": [ABLATION_MT],
           "epochs": [EPOCHS], "warm-start": [WARM_START],
           "replay": [REPLAY_GOALS, REPLAY_POLICIES, REPLAY_MODES], "window-cost": window_cost_tables("window_cost"),
           "window-cost-100k": window_cost_tables("window_cost_100k")}
