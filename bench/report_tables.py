@@ -202,8 +202,9 @@ ABLATION = (["mechanism switched off", "override", *(f"{r}: on / off (gain)" for
 ABLATION_PLATT = (["mechanism switched off", "override", *(f"{r}: log loss on / off (gain); AUC on / off"
                                                            for r in ABLATION_REGIMES)],
                   [("ablation", "{label_platt} ({commit_platt}; on: the same model's regime run)", "`{override_platt}`",
-                    *(f"{{logloss_on_platt_{r}:.4f}} / {{logloss_off_platt_{r}:.4f}} (**{{logloss_gain_platt_{r}:+.4f}}**); "
-                      f"{{auc_on_platt_{r}:.4f}} / {{auc_off_platt_{r}:.4f}}" for r in ABLATION_REGIMES))])
+                    *(f"{{logloss_on_platt_{r}:.4f}} / {{logloss_off_platt_{r}:.4f}} "
+                      f"(**{{logloss_gain_platt_{r}:+.4f}}**); {{auc_on_platt_{r}:.4f}} / {{auc_off_platt_{r}:.4f}}"
+                      for r in ABLATION_REGIMES))])
 ABLATION_MT = (["mechanism switched off", "candidate AUC per night", "mean (gain of the mechanism)"],
                [("ablation", "none (defaults, {commit})", "{mt_on_list}", "{mt_mean_on:.4f}"),
                 ("ablation", "none (defaults, {commit_now})", "{mt_on_now_list}", "{mt_mean_on_now:.4f}"),
