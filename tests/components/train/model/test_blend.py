@@ -161,8 +161,8 @@ def test_a_few_validation_rows_adjust_the_layer_it_starts_from_rather_than_reset
 def test_without_platt_the_scale_stays_the_identity_and_the_blend_is_still_fitted():
     """The ablation's switch (RECO_TRAIN_LAB {"platt": false}): a and b stay 1 and 0."""
     probs, labels = _overconfident(4000, seed=3)
-    assert fit_last_layer(probs, labels, platt=False)[:2] == (1.0, 0.0)
-    assert not fit_last_layer(probs, labels, platt=False)[2].any()
+    a, b, stack = fit_last_layer(probs, labels, platt=False)
+    assert (a, b) == (1.0, 0.0) and not stack.any()
     shown, clicks, (v_item, v_label, v_p), _ = _item_world(seed=4)
     a, b, stack = fit_last_layer(v_p, v_label, item_evidence(shown, clicks)[v_item], platt=False)
     assert (a, b) == (1.0, 0.0) and stack[0] > 0
