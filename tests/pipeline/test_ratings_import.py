@@ -21,6 +21,8 @@ from pipeline.config import load_config
 from pipeline.contracts import features as F
 from pipeline.contracts import inputs, raw, rows
 from pipeline.datagen import ratings_import as ri
+from pipeline.datagen import ratings_read as rr
+from pipeline.datagen import ratings_rows as rw
 from pipeline.paths import RunPaths, events_partition, items_partition
 
 DAY1, DAY2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
@@ -62,7 +64,7 @@ def _csv(tmp_path, ratings=RATINGS, platform=True):
 
 def _import(tmp_path, positive_min=9.0, **kwargs):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    ratings, items = ri.read_movietweetings(*_movietweetings(tmp_path))
+    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, positive_min, **kwargs)
     return tmp_path / "raw", report
 
@@ -103,7 +105,7 @@ def test_history_holds_strictly_earlier_items_most_recent_last(tmp_path):
 def test_history_keeps_the_most_recent_fifty_and_counts_days_before_start(tmp_path):
     many = [(7, 100 + k, 5, MIDNIGHT - 86_400 * 3 + k) for k in range(60)] + [(7, 10, 9, MIDNIGHT + 10)]
     movies = {**MOVIES, **{100 + k: (f"Film {k}", "Drama") for k in range(60)}}
-    ratings, items = ri.read_movietweetings(*_movietweetings(tmp_path, many, movies))
+    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, many, movies))
     ri.import_ratings(tmp_path / "raw", ratings, items, 9.0, start=DAY2, end=DAY2)
     (event,) = _events(tmp_path / "raw", DAY2)
     assert event[F.HISTORY] == [100 + k for k in range(10, 60)]
@@ -145,25 +147,25 @@ def test_items_snapshot_holds_every_item_rated_so_far_and_the_undated_ones(tmp_p
     assert sorted(day2.column(F.ITEM_ID).to_pylist()) == [10, 20, 30, 40, 50]
     assert report.catalog_items == 5 and [d["items"] for d in report.days] == [3, 5]
     row = {r[F.ITEM_ID]: r for r in day2.to_pylist()}
-    assert row[10][F.CATEGORY] == "Drama" and row[40][F.CATEGORY] == "Action" and row[30][F.CATEGORY] == ri.NO_GENRE
+    assert row[10][F.CATEGORY] == "Drama" and row[40][F.CATEGORY] == "Action" and row[30][F.CATEGORY] == rw.NO_GENRE
     assert row[20][F.TITLE] == "Beta :: the sequel (2002)" and row[10][F.PRICE] is None
     assert all(len(r[F.IMAGE]) == F.IMAGE_DIM for r in row.values())
-    assert np.array_equal(np.array(row[40][F.IMAGE], np.float32), ri.genre_image("Action|Drama"))
+    assert np.array_equal(np.array(row[40][F.IMAGE], np.float32), rw.genre_image("Action|Drama"))
 
 
 def test_genre_projection_is_fixed(tmp_path):
-    drama = ri.genre_vector("Drama")
-    assert np.count_nonzero(drama) == ri.IMAGE_NONZEROS and set(np.unique(drama)) == {-1.0, 0.0, 1.0}
-    assert np.array_equal(ri.genre_image("Drama|Crime"), ri.genre_image(" Crime |Drama|Drama"))
-    assert np.array_equal(ri.genre_image(""), ri.genre_vector(ri.NO_GENRE))
-    assert abs(float(drama @ ri.genre_vector("Comedy"))) < 0.3 * ri.IMAGE_NONZEROS
+    drama = rw.genre_vector("Drama")
+    assert np.count_nonzero(drama) == rw.IMAGE_NONZEROS and set(np.unique(drama)) == {-1.0, 0.0, 1.0}
+    assert np.array_equal(rw.genre_image("Drama|Crime"), rw.genre_image(" Crime |Drama|Drama"))
+    assert np.array_equal(rw.genre_image(""), rw.genre_vector(rw.NO_GENRE))
+    assert abs(float(drama @ rw.genre_vector("Comedy"))) < 0.3 * rw.IMAGE_NONZEROS
     # Pinned: the same bytes in every process, machine and numpy version (no RNG involved).
-    digest = hashlib.sha256(ri.genre_image("Crime|Drama").tobytes()).hexdigest()
+    digest = hashlib.sha256(rw.genre_image("Crime|Drama").tobytes()).hexdigest()
     assert digest == "14b7c3ce8f073f4ffd157b722bc4114262e784e3a7e2ee3ebc655f0a097ad9ab"
 
 
 def test_own_csv_log_with_iso_times_platform_and_price(tmp_path):
-    ratings, items = ri.read_csv_log(*_csv(tmp_path))
+    ratings, items = rr.read_csv_log(*_csv(tmp_path))
     assert np.array_equal(ratings.ts_us, np.array([t for *_, t in RATINGS]) * 1_000_000)    # +01:00 read as UTC
     ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
     root = tmp_path / "raw"
@@ -176,14 +178,14 @@ def test_own_csv_log_with_iso_times_platform_and_price(tmp_path):
 
 
 def test_ratings_of_items_the_items_file_lacks_are_dropped_and_counted(tmp_path):
-    ratings, items = ri.read_movietweetings(*_movietweetings(tmp_path, [*RATINGS, (4, 99, 9, MIDNIGHT + 60)]))
+    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, [*RATINGS, (4, 99, 9, MIDNIGHT + 60)]))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
     assert (report.ratings_read, report.ratings_unknown_item, report.events) == (len(RATINGS) + 1, 1, len(RATINGS))
 
 
 def test_a_day_without_ratings_has_a_snapshot_but_no_events_partition(tmp_path):
     later = [(1, 10, 9, MIDNIGHT - 60), (2, 30, 9, MIDNIGHT + 86_400 + 60)]
-    ratings, items = ri.read_movietweetings(*_movietweetings(tmp_path, later))
+    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, later))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
     assert report.days_without_ratings == [str(DAY2)] and [d["events"] for d in report.days] == [1, 0, 1]
     assert not events_partition(tmp_path / "raw", DAY2).exists()
@@ -197,35 +199,35 @@ def test_every_partition_is_marked_and_a_reimport_replaces_stale_files(tmp_path)
             assert (root / table / f"ds={day}" / inputs.SUCCESS_MARKER).exists()
     stale = events_partition(root, DAY1) / "part-00007.parquet"
     stale.write_bytes(b"old")
-    ratings, items = ri.read_movietweetings(*_movietweetings(tmp_path))
+    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path))
     ri.import_ratings(root, ratings, items, 9.0, start=DAY1, end=DAY1)
     assert not stale.exists() and (events_partition(root, DAY1) / inputs.SUCCESS_MARKER).exists()
 
 
 @pytest.mark.parametrize(("content", "message"), [
     ("1::10::9\n", "ratings.dat:1: expected 4 fields separated by '::'"),
-    ("1::10::9::100\nx::10::9::100\n", "ratings.dat:2: user_id 'x' is not an integer"),
-    ("1::0::9::100\n", "ratings.dat:1: item_id 0 is below 1"),
+    ("1::10::9::100\n ::10::9::100\n", "ratings.dat:2: user_id is empty"),
+    ("1::10::9::100\n1::::9::100\n", "ratings.dat:2: item_id is empty"),
     ("1::10::nine::100\n", "ratings.dat:1: rating 'nine' is not a number"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, content, message):
     ratings_file, movies_file = _movietweetings(tmp_path)
     ratings_file.write_text(content)
-    with pytest.raises(ri.RatingsImportError, match=message):
-        ri.read_movietweetings(ratings_file, movies_file)
+    with pytest.raises(rr.RatingsImportError, match=message):
+        rr.read_movietweetings(ratings_file, movies_file)
 
 
 def test_naive_csv_times_and_missing_columns_are_refused(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01T12:00:00\n")
-    with pytest.raises(ri.RatingsImportError, match="zone offset"):
-        ri.read_csv_log(ratings_file, items_file)
+    with pytest.raises(rr.RatingsImportError, match="zone offset"):
+        rr.read_csv_log(ratings_file, items_file)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000\n")
-    with pytest.raises(ri.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000' is not between"):
-        ri.read_csv_log(ratings_file, items_file)
+    with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000' is not between"):
+        rr.read_csv_log(ratings_file, items_file)
     ratings_file.write_text("user,item,rating,timestamp\n1,10,9,100\n")
-    with pytest.raises(ri.RatingsImportError, match=r"missing column\(s\) user_id, item_id"):
-        ri.read_csv_log(ratings_file, items_file)
+    with pytest.raises(rr.RatingsImportError, match=r"missing column\(s\) user_id, item_id"):
+        rr.read_csv_log(ratings_file, items_file)
 
 
 def test_cli_imports_a_csv_log(tmp_path):
@@ -256,21 +258,21 @@ def test_cli_refusals_are_one_line_and_exit_2(tmp_path, capsys, args, message):
 
 def test_vendored_data_set_figures():
     """What docs/data.md says of the data set and the default threshold."""
-    ratings, items = ri.read_movietweetings(ri.MOVIETWEETINGS_DIR / "ratings.dat", ri.MOVIETWEETINGS_DIR / "movies.dat")
+    ratings, items = rr.read_movietweetings(rr.MOVIETWEETINGS_DIR / "ratings.dat", rr.MOVIETWEETINGS_DIR / "movies.dat")
     days, counts = np.unique(ratings.ts_us // 86_400_000_000, return_counts=True)
     assert (len(ratings.user), len(items.item_id), len(days), days[-1] - days[0] + 1) == (100_000, 10_506, 186, 186)
     assert np.median(counts) == 494.5 and round(float((ratings.rating >= 9).mean()), 3) == 0.264
     small = {str(dt.date(1970, 1, 1) + dt.timedelta(days=int(d))): int(c) for d, c in zip(days, counts) if c < 200}
     assert small == {"2013-06-12": 46}
-    assert (ri.MOVIETWEETINGS_DIR / "LICENSE").read_text().startswith("The MIT License")
+    assert (rr.MOVIETWEETINGS_DIR / "LICENSE").read_text().startswith("The MIT License")
 
 
 def test_real_days_pass_validate(tmp_path):
     """Four consecutive real days (a 3-day window and its eval day) through the real validate."""
     from components.validate import run
 
-    report = ri.import_ratings(tmp_path / "raw", *ri.read_movietweetings(ri.MOVIETWEETINGS_DIR / "ratings.dat",
-                                                                         ri.MOVIETWEETINGS_DIR / "movies.dat"),
+    report = ri.import_ratings(tmp_path / "raw", *rr.read_movietweetings(rr.MOVIETWEETINGS_DIR / "ratings.dat",
+                                                                         rr.MOVIETWEETINGS_DIR / "movies.dat"),
                                ri.MOVIETWEETINGS_POSITIVE_MIN, dt.date(2013, 8, 29), dt.date(2013, 9, 1))
     assert [d["events"] for d in report.days] == [654, 759, 1080, 799]
     config = load_config(overrides={"data.raw_root": str(tmp_path / "raw"), "data.artifact_root": str(tmp_path / "art"),
@@ -278,3 +280,111 @@ def test_real_days_pass_validate(tmp_path):
     result = run(config, RunPaths.for_run(config, dt.date(2013, 9, 1), "import"))
     assert result.rows == {"2013-08-29": 654, "2013-08-30": 759, "2013-08-31": 1080, "2013-09-01": 799}
     assert all(0.2 < rate < 0.3 for rate in result.label_rate.values())
+
+
+def _text_id_log(tmp_path, encoding="utf-8"):
+    """The hand-made log as a real shop's export: ASIN-like item ids, UUID-like user ids, its own
+    header names, a title only this encoding spells."""
+    ratings_file, items_file = tmp_path / "ratings.csv", tmp_path / "products.csv"
+    ratings_file.write_text("customer,sku,stars,time\n" + "".join(
+        f"cust-{u:04x},B00{i:07d},{r / 2},{t}\n" for u, i, r, t in RATINGS), encoding=encoding)
+    items_file.write_text("sku,name,tags\n" + "".join(
+        f'B00{i:07d},"{title} - Misérables",{genres}\n' for i, (title, genres) in MOVIES.items()), encoding=encoding)
+    return ratings_file, items_file
+
+
+TEXT_COLUMNS = ["--column", "user_id=customer", "--column", "item_id=sku", "--column", "rating=stars",
+                "--column", "timestamp=time", "--column", "title=name", "--column", "genres=tags"]
+
+
+def test_text_ids_are_hashed_stably_and_mapped_back(tmp_path):
+    ratings_file, items_file = _text_id_log(tmp_path, "latin-1")
+    columns = dict(c.split("=") for c in TEXT_COLUMNS[1::2])
+    with pytest.raises(rr.RatingsImportError, match=r"products.csv: not utf-8 text: name the file's encoding"):
+        rr.read_csv_log(ratings_file, items_file, columns)
+    ratings, items = rr.read_csv_log(ratings_file, items_file, columns, encoding="latin-1")
+    report = ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
+    assert report.hashed_ids == ["user", "item"] and report.events == len(RATINGS)
+    events = [e for day in (DAY1, DAY2) for e in _events(tmp_path / "raw", day)]
+    assert sorted(e[F.ITEM_ID] for e in events) == sorted(rr.contract_id(f"B00{i:07d}") for _, i, _, _ in RATINGS)
+    assert {e[F.USER_ID] for e in events} == {rr.contract_id(f"cust-{u:04x}") for u, *_ in RATINGS}
+    catalog = _items(tmp_path / "raw", DAY2).to_pylist()
+    assert {r[F.ITEM_ID] for r in catalog} >= {e[F.ITEM_ID] for e in events}   # ratings and items hashed alike
+    assert all(r[F.TITLE].endswith("- Misérables") for r in catalog)
+    items_map = pq.read_table(tmp_path / "raw" / ri.ID_MAP_DIR / "items.parquet").to_pylist()
+    skus = [f"B00{i:07d}" for i in MOVIES]
+    assert {m["source_id"]: m["id"] for m in items_map} == {s: rr.contract_id(s) for s in skus}
+    users_map = pq.read_table(tmp_path / "raw" / ri.ID_MAP_DIR / "users.parquet").to_pylist()
+    assert len(users_map) == len({u for u, *_ in RATINGS}) and all(1 <= m["id"] < 2**63 for m in users_map)
+    # history ids are the hashed item ids too
+    assert {h for e in events for h in e[F.HISTORY]} <= {e[F.ITEM_ID] for e in events}
+    # a re-import of a log with integer ids keeps them and removes the stale maps
+    ri.import_ratings(tmp_path / "raw", *rr.read_movietweetings(*_movietweetings(tmp_path)), 9.0)
+    assert not list((tmp_path / "raw" / ri.ID_MAP_DIR).iterdir())
+
+
+def test_one_odd_id_hashes_every_id_of_its_kind_in_both_files():
+    import pyarrow as pa
+
+    ratings, ids, hashed = rr._log(pa.array(["1", "2"]), pa.array(["10", "0"]), pa.array(["1", "2"]),
+                                   pa.array(["100", "200"]), pa.array(["10", "0", "30"]),
+                                   (("r", None), ("i", None)))
+    assert hashed and ratings.user.tolist() == [1, 2]                     # users stay integers
+    assert ratings.item.tolist() == [rr.contract_id("10"), rr.contract_id("0")]
+    assert ids.tolist() == [rr.contract_id(v) for v in ("10", "0", "30")]
+    assert rr.contract_id(" B00X ") == rr.contract_id("B00X") != rr.contract_id("B00Y")
+
+
+def test_cli_maps_columns_and_decodes_latin1(tmp_path):
+    ratings_file, items_file = _text_id_log(tmp_path, "latin-1")
+    out = subprocess.run([sys.executable, "-m", "pipeline", "import-ratings", "--format", "csv", "--ratings",
+                          str(ratings_file), "--items", str(items_file), "--positive-min", "4.5", "--out",
+                          str(tmp_path / "raw"), "--encoding", "latin-1", *TEXT_COLUMNS],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert '"hashed_ids": [\n    "user",\n    "item"\n  ]' in out.stdout
+    assert (tmp_path / "raw" / ri.ID_MAP_DIR / "items.parquet").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--column", "userid"], "argument --column: 'userid' is not CONTRACT=YOURS"),
+    (["--column", "user=userId"], "argument --column: 'user=userId' is not CONTRACT=YOURS"),
+    (["--encoding", "klingon"], "unknown text encoding 'klingon'"),
+    (["--column", "user_id=userId"], "--column names CSV header columns"),
+    (["--format", "csv", "--ratings", "{tmp}/ratings.csv", "--items", "{tmp}/products.csv", "--positive-min", "4",
+      "--encoding", "latin-1"], "ratings.csv: missing column(s) user_id, item_id, rating, timestamp"),
+])
+def test_cli_column_and_encoding_refusals(tmp_path, capsys, args, message):
+    _text_id_log(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        pipeline_main(["import-ratings", "--out", str(tmp_path / "raw"), *[a.format(tmp=tmp_path) for a in args]])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_real_days_with_imdb_ids_pass_validate_like_the_integer_import(tmp_path):
+    """The vendored days written as a CSV with MovieTweetings' own IMDb ids ('tt0012349') and
+    MovieLens-style headers: the same rows reach validate, under hashed ids."""
+    from components.validate import run
+
+    ratings, items = rr.read_movietweetings(rr.MOVIETWEETINGS_DIR / "ratings.dat", rr.MOVIETWEETINGS_DIR / "movies.dat")
+    ratings_file, items_file = tmp_path / "ratings.csv", tmp_path / "movies.csv"
+    ratings_file.write_text("userId,movieId,rating,timestamp\n" + "".join(
+        f"{u},tt{i:07d},{r:g},{t // 1_000_000}\n" for u, i, r, t in zip(ratings.user, ratings.item, ratings.rating,
+                                                                       ratings.ts_us, strict=True)))
+    with open(items_file, "w", newline="") as out:
+        import csv
+
+        writer = csv.writer(out)
+        writer.writerow(["movieId", "title", "genres"])
+        writer.writerows(zip([f"tt{i:07d}" for i in items.item_id], items.title.to_pylist(),
+                             items.genres.to_pylist(), strict=True))
+    text_ratings, text_items = rr.read_csv_log(ratings_file, items_file, {"user_id": "userId", "item_id": "movieId"})
+    report = ri.import_ratings(tmp_path / "raw", text_ratings, text_items, ri.MOVIETWEETINGS_POSITIVE_MIN,
+                               dt.date(2013, 8, 29), dt.date(2013, 9, 1))
+    assert report.hashed_ids == ["item"] and [d["events"] for d in report.days] == [654, 759, 1080, 799]
+    config = load_config(overrides={"data.raw_root": str(tmp_path / "raw"), "data.artifact_root": str(tmp_path / "art"),
+                                     "window.train_days": 3}, env={})
+    result = run(config, RunPaths.for_run(config, dt.date(2013, 9, 1), "import"))
+    assert result.rows == {"2013-08-29": 654, "2013-08-30": 759, "2013-08-31": 1080, "2013-09-01": 799}
