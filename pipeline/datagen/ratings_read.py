@@ -129,7 +129,10 @@ def _first_non_id(*columns: pa.Array) -> str | None:
     for values in columns:
         ok = pc.fill_null(pc.match_substring_regex(values, _INT.pattern), False).to_numpy(zero_copy_only=False)
         if ok.all():
-            ok = pc.cast(pc.utf8_trim_whitespace(values), pa.int64()).to_numpy() >= 1
+            try:
+                ok = pc.cast(pc.utf8_trim_whitespace(values), pa.int64()).to_numpy() >= 1
+            except pa.ArrowInvalid:           # an integer past int64: an id, not a number
+                ok = np.array([1 <= int(v) < 2**63 for v in values.to_pylist()])
         if not ok.all():
             return values[int(np.flatnonzero(~ok)[0])].as_py()
     return None

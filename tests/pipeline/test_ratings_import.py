@@ -333,6 +333,10 @@ def test_one_odd_id_hashes_every_id_of_its_kind_in_both_files():
     assert ratings.item.tolist() == [rr.contract_id("10"), rr.contract_id("0")]
     assert ids.tolist() == [rr.contract_id(v) for v in ("10", "0", "30")]
     assert rr.contract_id(" B00X ") == rr.contract_id("B00X") != rr.contract_id("B00Y")
+    big = "123456789012345678901234"                                      # an integer past int64: an id
+    ratings, _, _ = rr._log(pa.array([big, "2"]), pa.array(["10", "10"]), pa.array(["1", "2"]),
+                            pa.array(["100", "200"]), pa.array(["10"]), (("r", None), ("i", None)))
+    assert ratings.user.tolist() == [rr.contract_id(big), rr.contract_id("2")]
 
 
 def test_cli_maps_columns_and_decodes_latin1(tmp_path):
