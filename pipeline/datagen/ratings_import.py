@@ -68,7 +68,7 @@ from pipeline.datagen.ratings_read import (
     RatingsImportError,
     read_log,
 )
-from pipeline.datagen.ratings_rows import catalog_table, events_table
+from pipeline.datagen.ratings_rows import catalog_table, events_table, repeats
 from pipeline.paths import events_partition, items_partition
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,7 @@ class ImportReport:
     end: str
     ratings_read: int
     ratings_unknown_item: int             # rated items the items file lacks: dropped
+    ratings_repeated: int                 # the same user, item and time as an earlier row: dropped
     users: int
     events: int                           # written, over start..end
     positive_rate: float
@@ -141,6 +142,11 @@ def import_ratings(raw_root: Path, ratings: Ratings, items: Items, positive_min:
         ratings = ratings.filter(known)
     if not len(ratings.user):
         raise RatingsImportError(f"{ratings_file or 'ratings'}: no rating of an item in {items_file or 'the items'}")
+    repeated = repeats(ratings)
+    if repeated.any():
+        log.warning("%d ratings repeat an earlier row's user, item and time: dropped (the first is kept)",
+                    int(repeated.sum()))
+        ratings = ratings.filter(~repeated)
     events, day_numbers = events_table(ratings, positive_min)
     epoch = dt.date(1970, 1, 1)
     first_log, last_log = (epoch + dt.timedelta(days=int(d)) for d in (day_numbers[0], day_numbers[-1]))
@@ -187,7 +193,8 @@ def import_ratings(raw_root: Path, ratings: Ratings, items: Items, positive_min:
     return ImportReport(
         raw_root=str(raw_root), format=fmt, ratings_file=ratings_file, items_file=items_file,
         positive_min=positive_min, start=str(start), end=str(end), ratings_read=len(known),
-        ratings_unknown_item=unknown, users=int(len(np.unique(ratings.user))), events=written,
+        ratings_unknown_item=unknown, ratings_repeated=int(repeated.sum()),
+        users=int(len(np.unique(ratings.user))), events=written,
         positive_rate=round(sum(d["positives"] for d in days) / written, 4), catalog_items=days[-1]["items"],
         items_without_title=untitled, days_without_ratings=empty, days_below_eval_min_rows=small,
         eval_min_rows=eval_min_rows, seconds=round(time.monotonic() - began, 2), hashed_ids=hashed, days=days)

@@ -128,3 +128,14 @@ def catalog_table(items: Items, first_day: np.ndarray) -> pa.Table:
         F.IMAGE: pa.ListArray.from_arrays(pa.array(np.arange(0, n * F.IMAGE_DIM + 1, F.IMAGE_DIM, dtype=np.int32)),
                                           pa.array(flat, pa.float32())),
     })
+
+
+def repeats(ratings: Ratings) -> np.ndarray:
+    """Rows whose (user, item, time) an earlier row of the log already has: an export's duplicate,
+    which would repeat an event id and count twice in later histories."""
+    order = np.lexsort((np.arange(len(ratings.user)), ratings.ts_us, ratings.item, ratings.user))
+    u, i, t = ratings.user[order], ratings.item[order], ratings.ts_us[order]
+    same = (u[1:] == u[:-1]) & (i[1:] == i[:-1]) & (t[1:] == t[:-1])
+    repeated = np.zeros(len(order), bool)
+    repeated[order[1:][same]] = True
+    return repeated

@@ -183,6 +183,18 @@ def test_ratings_of_items_the_items_file_lacks_are_dropped_and_counted(tmp_path)
     assert (report.ratings_read, report.ratings_unknown_item, report.events) == (len(RATINGS) + 1, 1, len(RATINGS))
 
 
+def test_a_repeated_row_is_dropped_once_counted_and_not_in_later_histories(tmp_path):
+    repeated = [RATINGS[0], (1, 10, 3, RATINGS[0][3]), *RATINGS[1:]]     # same user, item, second
+    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, repeated))
+    report = ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
+    assert (report.ratings_read, report.ratings_repeated, report.events) == (len(RATINGS) + 1, 1, len(RATINGS))
+    events = _by_key(tmp_path / "raw")
+    assert events[(1, 10, float(RATINGS[0][3]))][F.LABEL] == 1            # the first row's rating (9) is kept
+    assert events[(1, 20, float(RATINGS[1][3]))][F.HISTORY] == [10]       # not [10, 10]
+    ids = [e[F.EVENT_ID] for e in events.values()]
+    assert len(ids) == len(set(ids))
+
+
 def test_a_day_without_ratings_has_a_snapshot_but_no_events_partition(tmp_path):
     later = [(1, 10, 9, MIDNIGHT - 60), (2, 30, 9, MIDNIGHT + 86_400 + 60)]
     ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, later))
