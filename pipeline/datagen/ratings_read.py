@@ -12,7 +12,8 @@ CSV files with a header. What real logs differ in, and how each is read:
 - column names: the CSV header names `user_id,item_id,rating,timestamp` (and `item_id,title,genres`)
   unless `columns` maps them to the log's own (MovieLens' `userId`, `movieId`).
 - text encoding: UTF-8 unless told (MovieLens 1M's movies.dat is Latin-1).
-- timestamps: unix seconds (integer or decimal) or ISO 8601 with a zone offset.
+- timestamps: unix seconds (integer or decimal), unix milliseconds (a column of integers all past
+  1e11, which as seconds would be after the year 5000), or ISO 8601 with a zone offset.
 
 Every input problem is a `RatingsImportError` with a one-line message naming the file (and line or
 row). Reading and the per-row rules are vectorised (numpy, pyarrow); hashing is per distinct id.
@@ -43,6 +44,7 @@ ITEMS_COLUMNS = ("item_id", "title", "genres")                      # its items 
 ID_KEY = b"reco-nightly/contract-id/v1:"
 _US = 1_000_000
 _LATEST_US = 7_258_118_400 * _US          # 2200-01-01 UTC
+_MS_FROM, _MS_TO = 10**11, 10**14         # an integer column all in here is unix milliseconds (_timestamps)
 _INT = re.compile(r"^\s*[+-]?\d+\s*$")
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
@@ -159,11 +161,17 @@ def _numbers(values: pa.Array, what: str, path: Path, numbers: np.ndarray | None
 
 
 def _timestamps(values: pa.Array, path: Path, numbers: np.ndarray | None) -> np.ndarray:
-    """Unix seconds (integer or decimal) or ISO 8601 with a zone offset, as UTC microseconds."""
+    """Unix seconds (integer or decimal) or ISO 8601 with a zone offset, as UTC microseconds. A
+    column of integers all in [1e11, 1e14) is unix milliseconds (Amazon Reviews '23 writes them):
+    as seconds every one would be after the year 5000, as milliseconds they span 1973-5138."""
     numeric = pc.fill_null(pc.match_substring_regex(values, _NUMBER), False).to_numpy(zero_copy_only=False)
     if numeric.all():
         if pc.all(pc.match_substring_regex(values, _INT.pattern)).as_py():
-            ts_us = pc.cast(pc.utf8_trim_whitespace(values), pa.int64()).to_numpy() * _US
+            raw_ts = pc.cast(pc.utf8_trim_whitespace(values), pa.int64()).to_numpy()
+            millis = bool(len(raw_ts)) and bool(((raw_ts >= _MS_FROM) & (raw_ts < _MS_TO)).all())
+            if millis:
+                log.warning("%s: every timestamp is between 1e11 and 1e14: read as unix milliseconds", path)
+            ts_us = raw_ts * (1000 if millis else _US)
         else:
             ts_us = np.round(_numbers(values, "timestamp", path, numbers) * _US).astype(np.int64)
     elif numeric.any():

@@ -234,12 +234,22 @@ def test_naive_csv_times_and_missing_columns_are_refused(tmp_path):
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01T12:00:00\n")
     with pytest.raises(rr.RatingsImportError, match="zone offset"):
         rr.read_csv_log(ratings_file, items_file)
-    ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000\n")
-    with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000' is not between"):
+    ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000000\n")    # microseconds
+    with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000000' is not betw"):
+        rr.read_csv_log(ratings_file, items_file)
+    ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000\n1,20,9,100\n")  # ms and s
+    with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000' is not betw"):
         rr.read_csv_log(ratings_file, items_file)
     ratings_file.write_text("user,item,rating,timestamp\n1,10,9,100\n")
     with pytest.raises(rr.RatingsImportError, match=r"missing column\(s\) user_id, item_id"):
         rr.read_csv_log(ratings_file, items_file)
+
+
+def test_integer_timestamps_past_1e11_are_milliseconds(tmp_path):
+    ratings_file, items_file = _csv(tmp_path, platform=False)
+    ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200123\n2,20,9,1704153600000\n")
+    ratings, _ = rr.read_csv_log(ratings_file, items_file)
+    assert ratings.ts_us.tolist() == [1704067200123000, 1704153600000000]
 
 
 def test_cli_imports_a_csv_log(tmp_path):
