@@ -190,12 +190,13 @@ def _timestamps(values: pa.Array, path: Path, numbers: np.ndarray | None) -> np.
     if len(late):
         i = int(late[0])
         raise RatingsImportError(f"{_where(path, numbers, i)}: timestamp {values[i].as_py()!r} is not between 1970 "
-                                 f"and 2200: expected unix seconds (milliseconds?)")
+                                 f"and 2200: expected unix seconds or milliseconds (microseconds?)")
     return ts_us
 
 
-def _log(user, item, rating, ts, item_ids, where: tuple, platform=None) -> tuple[Ratings, Items, np.ndarray]:
-    """Ratings from string columns, and the items' contract ids (hashed with the ratings' or not)."""
+def _log(user, item, rating, ts, item_ids, where: tuple, platform=None) -> tuple[Ratings, np.ndarray, bool]:
+    """Ratings from string columns, the items file's contract ids, and whether item ids were hashed
+    (the ratings' and the items file's together)."""
     (ratings_path, ratings_numbers), (items_path, items_numbers) = where
     odd_user, odd_item = _first_non_id(user), _first_non_id(item, item_ids)
     hash_users, hash_items = odd_user is not None, odd_item is not None
