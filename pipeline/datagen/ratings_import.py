@@ -74,6 +74,7 @@ from pipeline.paths import events_partition, items_partition
 log = logging.getLogger(__name__)
 
 MOVIETWEETINGS_POSITIVE_MIN = 9.0
+MAX_DAYS_UNASKED = 400           # more days than this are written only when --start and --end name them
 ID_MAP_DIR = "id_map"             # beside events/ and items/: the log's own ids -> the contract's, where hashed
 EVENTS_FILE = "part-00000.parquet"
 ITEMS_FILE = "items.parquet"
@@ -152,9 +153,15 @@ def import_ratings(raw_root: Path, ratings: Ratings, items: Items, positive_min:
     first_log, last_log = (epoch + dt.timedelta(days=int(d)) for d in (day_numbers[0], day_numbers[-1]))
     if start and end and start > end:
         raise RatingsImportError(f"--start {start} is after --end {end}")
+    chosen = bool(start and end)
     end = end or max(last_log, start or last_log)
     start = start or min(first_log, end)
     lo, hi = (start - epoch).days, (end - epoch).days
+    if hi - lo + 1 > MAX_DAYS_UNASKED and not chosen:
+        raise RatingsImportError(
+            f"{hi - lo + 1:,} days to write ({start} to {end}; the log spans {first_log} to {last_log}): every "
+            f"day gets an items snapshot of 2048 floats an item, so name the days with both --start and --end "
+            f"(a replay needs its training window plus one day a night)")
     if not ((day_numbers >= lo) & (day_numbers <= hi)).any():
         raise RatingsImportError(f"no ratings from {start} to {end}: the log spans {first_log} to {last_log}")
     first_seen = np.full(len(items.item_id), np.iinfo(np.int64).min)

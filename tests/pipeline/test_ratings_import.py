@@ -195,6 +195,20 @@ def test_a_repeated_row_is_dropped_once_counted_and_not_in_later_histories(tmp_p
     assert len(ids) == len(set(ids))
 
 
+def test_a_log_of_years_is_written_only_for_the_days_named(tmp_path):
+    """MovieLens' logs span decades: a snapshot a day would write gigabytes nobody asked for."""
+    years = [(1, 10, 9, MIDNIGHT - 500 * 86_400), *RATINGS]
+    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, years))
+    spans = r"501 days to write \(2022-08-20 to 2024-01-02; the log spans 2022-08-20 to 2024-01-02\)"
+    with pytest.raises(rr.RatingsImportError, match=spans + ".*--start and --end"):
+        ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
+    with pytest.raises(rr.RatingsImportError, match=r"502 days to write \(2022-08-19 to 2024-01-02;"):
+        ri.import_ratings(tmp_path / "raw", ratings, items, 9.0, start=DAY1 - dt.timedelta(days=500))
+    assert not (tmp_path / "raw").exists()
+    report = ri.import_ratings(tmp_path / "raw", ratings, items, 9.0, start=DAY1, end=DAY2)
+    assert report.events == len(RATINGS) and len(report.days) == 2
+
+
 def test_a_day_without_ratings_has_a_snapshot_but_no_events_partition(tmp_path):
     later = [(1, 10, 9, MIDNIGHT - 60), (2, 30, 9, MIDNIGHT + 86_400 + 60)]
     ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, later))
