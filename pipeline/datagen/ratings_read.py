@@ -11,7 +11,8 @@ CSV files with a header. What real logs differ in, and how each is read:
   the mapping beside the data (`id_map/`), for translating ids at serving time.
 - column names: the CSV header names `user_id,item_id,rating,timestamp` (and `item_id,title,genres`)
   unless `columns` maps them to the log's own (MovieLens' `userId`, `movieId`).
-- text encoding: UTF-8 unless told (MovieLens 1M's movies.dat is Latin-1).
+- text encoding: UTF-8 unless told (MovieLens 1M's movies.dat is Latin-1); a byte-order mark at
+  the start (Excel's "CSV UTF-8") is not part of the first value.
 - timestamps: unix seconds (integer or decimal), unix milliseconds (a column of integers all past
   1e11, which as seconds would be after the year 5000), or ISO 8601 with a zone offset.
 
@@ -42,6 +43,7 @@ MOVIETWEETINGS_DIR = PROJECT_ROOT / "data" / "movietweetings-100k"
 RATINGS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")     # a CSV log's header (and `platform`)
 ITEMS_COLUMNS = ("item_id", "title", "genres")                      # its items file's (and `price`)
 ID_KEY = b"reco-nightly/contract-id/v1:"
+BOM = "\ufeff"                                # a byte-order mark opening a file: not part of its first value
 _US = 1_000_000
 _LATEST_US = 7_258_118_400 * _US          # 2200-01-01 UTC
 _MS_FROM, _MS_TO = 10**11, 10**14         # an integer column all in here is unix milliseconds (_timestamps)
@@ -96,7 +98,7 @@ def _read_text(path: Path, encoding: str) -> str:
     except OSError as err:
         raise RatingsImportError(f"{path}: cannot read: {err.strerror or err}") from err
     try:
-        return data.decode(encoding)
+        return data.decode(encoding).removeprefix(BOM)        # Excel's "CSV UTF-8" starts with one
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
         raise RatingsImportError(f"{path}:{line}: not {encoding} text ({data[err.start:err.start + 8]!r}): "
@@ -241,7 +243,7 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...], 
         raise RatingsImportError(f"{path}: cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise RatingsImportError(f"{path}: not {encoding} text: name the file's encoding (--encoding)") from err
-    names = [name.strip() for name in next(csv.reader([first]), [])]
+    names = [name.strip() for name in next(csv.reader([first.removeprefix(BOM)]), [])]   # pyarrow skips it too
     source = {c: columns.get(c, c) for c in (*required, *optional)}
     missing = [source[c] for c in required if source[c] not in names]
     if missing:

@@ -259,6 +259,20 @@ def test_naive_csv_times_and_missing_columns_are_refused(tmp_path):
         rr.read_csv_log(ratings_file, items_file)
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
+    """Excel saves "CSV UTF-8" with a BOM: the header (or a .dat file's first user id) stays clean."""
+    ratings_file, items_file = _csv(tmp_path, platform=False)
+    for path in (ratings_file, items_file):
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
+    ratings, items = rr.read_csv_log(ratings_file, items_file)
+    assert ratings.user_text is None and ratings.user.tolist() == [u for u, *_ in RATINGS]
+    assert items.item_id.tolist() == list(MOVIES)
+    dat_ratings, dat_movies = _movietweetings(tmp_path)
+    dat_ratings.write_bytes(b"\xef\xbb\xbf" + dat_ratings.read_bytes())
+    ratings, _ = rr.read_movietweetings(dat_ratings, dat_movies)
+    assert ratings.user_text is None and ratings.user[0] == RATINGS[0][0]
+
+
 def test_integer_timestamps_past_1e11_are_milliseconds(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200123\n2,20,9,1704153600000\n")
