@@ -63,6 +63,7 @@ from pipeline.datagen.ratings_read import (
     FORMATS,
     ITEMS_COLUMNS,
     RATINGS_COLUMNS,
+    CsvDialect,
     Items,
     Ratings,
     RatingsImportError,
@@ -267,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "in your files (repeatable), e.g. --column user_id=userId --column item_id=movieId")
     parser.add_argument("--encoding", default="utf-8", help="the files' text encoding (default utf-8; "
                                                             "MovieLens 1M's movies.dat is latin-1)")
+    parser.add_argument("--delimiter", default=",", help="csv: the field delimiter (default ','; 'tab' for a TSV)")
     parser.add_argument("--config", help="params file (default: $RECO_CONFIG or conf/params.yaml)")
     return parser
 
@@ -305,8 +307,8 @@ def main(argv: list[str] | None = None) -> int:
                                          f"(label = rating >= it)")
             positive_min = MOVIETWEETINGS_POSITIVE_MIN
         cfg = load_config(args.config)
-        ratings, items, ratings_path, items_path = read_log(args.format, args.ratings, args.items,
-                                                            dict(args.column), args.encoding)
+        dialect = CsvDialect(dict(args.column), args.encoding, args.delimiter)
+        ratings, items, ratings_path, items_path = read_log(args.format, args.ratings, args.items, dialect)
         report = import_ratings(args.out or cfg.data.raw_root, ratings, items, positive_min, args.start, args.end,
                                 fmt=args.format, ratings_file=str(ratings_path), items_file=str(items_path),
                                 eval_min_rows=cfg.eval.min_rows)

@@ -9,8 +9,9 @@ CSV files with a header. What real logs differ in, and how each is read:
   re-import; a collision needs ~3 billion distinct ids to reach even odds). The item ids of the
   ratings and of the items file are one kind: both are hashed or neither. ratings_import.py writes
   the mapping beside the data (`id_map/`), for translating ids at serving time.
-- column names: the CSV header names `user_id,item_id,rating,timestamp` (and `item_id,title,genres`)
-  unless `columns` maps them to the log's own (MovieLens' `userId`, `movieId`).
+- column names and delimiter (`CsvDialect`): the CSV header names `user_id,item_id,rating,timestamp`
+  (and `item_id,title,genres`) unless `columns` maps them to the log's own (MovieLens' `userId`,
+  `movieId`); fields are separated by commas unless told (a TSV, a European Excel's ';').
 - text encoding: UTF-8 unless told (MovieLens 1M's movies.dat is Latin-1); a byte-order mark at
   the start (Excel's "CSV UTF-8") is not part of the first value.
 - timestamps: unix seconds (integer or decimal), unix milliseconds (a column of integers all past
@@ -26,7 +27,7 @@ import csv
 import hashlib
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,27 @@ class Items:
     genres: pa.Array          # string, '|'-separated, may be empty
     price: pa.Array | None = None       # float64, when the file has one
     item_text: pa.Array | None = None   # the file's own ids, where they were hashed
+
+
+@dataclass(frozen=True)
+class CsvDialect:
+    """How a user's CSV files are written: header names (contract name -> theirs), text encoding,
+    field delimiter (one character; "tab" for a TSV)."""
+
+    columns: dict[str, str] = field(default_factory=dict)
+    encoding: str = "utf-8"
+    delimiter: str = ","
+
+    def checked(self) -> CsvDialect:
+        try:
+            encoding = codecs.lookup(self.encoding).name
+        except LookupError as err:
+            raise RatingsImportError(f"unknown text encoding {self.encoding!r}") from err
+        delimiter = "\t" if self.delimiter in ("tab", "\\t") else self.delimiter
+        if len(delimiter) != 1 or delimiter in "\"\r\n":
+            raise RatingsImportError(f"the delimiter must be one character other than a quote or a line end "
+                                     f"(or 'tab'), not {self.delimiter!r}")
+        return CsvDialect(dict(self.columns), encoding, delimiter)
 
 
 def contract_id(text: str) -> int:
@@ -232,10 +254,11 @@ def read_movietweetings(ratings_path: Path, movies_path: Path, encoding: str = "
     return ratings, items
 
 
-def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...], columns: dict[str, str],
-              encoding: str) -> dict[str, pa.Array]:
+def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
+              dialect: CsvDialect) -> dict[str, pa.Array]:
     """The named columns of a CSV file with a header, as strings by their contract names (parsed and
-    checked by the caller); `columns` maps a contract name to the file's own."""
+    checked by the caller); `dialect.columns` maps a contract name to the file's own."""
+    columns, encoding = dialect.columns, dialect.encoding
     try:
         with open(path, encoding=encoding, newline="") as file:
             first = file.readline()
@@ -243,7 +266,8 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...], 
         raise RatingsImportError(f"{path}: cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise RatingsImportError(f"{path}: not {encoding} text: name the file's encoding (--encoding)") from err
-    names = [name.strip() for name in next(csv.reader([first.removeprefix(BOM)]), [])]   # pyarrow skips it too
+    header = csv.reader([first.removeprefix(BOM)], delimiter=dialect.delimiter)     # pyarrow skips a BOM too
+    names = [name.strip() for name in next(header, [])]
     source = {c: columns.get(c, c) for c in (*required, *optional)}
     missing = [source[c] for c in required if source[c] not in names]
     if missing:
@@ -253,6 +277,7 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...], 
     wanted = {c: source[c] for c in (*required, *optional) if source[c] in names}
     try:
         table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(encoding=encoding),
+                               parse_options=pacsv.ParseOptions(delimiter=dialect.delimiter),
                                convert_options=pacsv.ConvertOptions(
                                    include_columns=list(wanted.values()),
                                    column_types={c: pa.string() for c in wanted.values()},
@@ -266,17 +291,16 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...], 
     return {c: table.column(name).chunk(0) for c, name in wanted.items()}
 
 
-def read_csv_log(ratings_path: Path, items_path: Path, columns: dict[str, str] | None = None,
-                 encoding: str = "utf-8") -> tuple[Ratings, Items]:
+def read_csv_log(ratings_path: Path, items_path: Path, dialect: CsvDialect = CsvDialect()) -> tuple[Ratings, Items]:
     """A CSV log `user_id,item_id,rating,timestamp[,platform]` and its items `item_id,title,genres[,price]`
-    (genres '|'-separated, may be empty); `columns`: contract name -> the files' own header name."""
-    columns = columns or {}
-    col = _read_csv(ratings_path, RATINGS_COLUMNS, ("platform",), columns, encoding)
+    (genres '|'-separated, may be empty), written in `dialect`."""
+    dialect = dialect.checked()
+    col = _read_csv(ratings_path, RATINGS_COLUMNS, ("platform",), dialect)
     platform = None
     if "platform" in col:
         blank = pc.equal(pc.utf8_trim_whitespace(col["platform"]), "")
         platform = pc.if_else(blank, pa.scalar(None, pa.string()), col["platform"])
-    item_col = _read_csv(items_path, ITEMS_COLUMNS, ("price",), columns, encoding)
+    item_col = _read_csv(items_path, ITEMS_COLUMNS, ("price",), dialect)
     ratings, ids, hashed = _log(col["user_id"], col["item_id"], col["rating"], col["timestamp"], item_col["item_id"],
                                 ((ratings_path, None), (items_path, None)), platform)
     price = None
@@ -301,27 +325,21 @@ def _unique_items(items: Items, path: Path) -> None:
                                  f"{shown}): which row is right is unknown")
 
 
-def check_encoding(encoding: str) -> str:
-    try:
-        return codecs.lookup(encoding).name
-    except LookupError as err:
-        raise RatingsImportError(f"unknown text encoding {encoding!r}") from err
-
-
-def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None, columns: dict[str, str] | None = None,
-             encoding: str = "utf-8") -> tuple[Ratings, Items, Path, Path]:
-    """Read a log in `fmt` (FORMATS); MovieTweetings defaults to the vendored data set."""
+def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None,
+             dialect: CsvDialect = CsvDialect()) -> tuple[Ratings, Items, Path, Path]:
+    """Read a log in `fmt` (FORMATS); MovieTweetings defaults to the vendored data set. The
+    movietweetings format takes the dialect's encoding only."""
     if fmt not in FORMATS:
         raise RatingsImportError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    encoding = check_encoding(encoding)
+    dialect = dialect.checked()
     if fmt == "movietweetings":
-        if columns:
-            raise RatingsImportError("--column names CSV header columns: the movietweetings format has no header")
+        if dialect.columns or dialect.delimiter != ",":
+            raise RatingsImportError("--column and --delimiter describe CSV files: the movietweetings format has "
+                                     "no header and '::' between fields")
         ratings_path = Path(ratings_path or MOVIETWEETINGS_DIR / "ratings.dat")
         items_path = Path(items_path or MOVIETWEETINGS_DIR / "movies.dat")
-        return (*read_movietweetings(ratings_path, items_path, encoding), ratings_path, items_path)
+        return (*read_movietweetings(ratings_path, items_path, dialect.encoding), ratings_path, items_path)
     if ratings_path is None or items_path is None:
         raise RatingsImportError("--format csv needs --ratings FILE (user_id,item_id,rating,timestamp) and "
                                  "--items FILE (item_id,title,genres)")
-    return (*read_csv_log(Path(ratings_path), Path(items_path), columns, encoding), Path(ratings_path),
-            Path(items_path))
+    return (*read_csv_log(Path(ratings_path), Path(items_path), dialect), Path(ratings_path), Path(items_path))

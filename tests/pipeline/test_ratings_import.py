@@ -273,6 +273,18 @@ def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
     assert ratings.user_text is None and ratings.user[0] == RATINGS[0][0]
 
 
+def test_a_tab_or_semicolon_separated_log_reads_like_the_csv(tmp_path):
+    ratings_file, items_file = _csv(tmp_path)
+    expected, _ = rr.read_csv_log(ratings_file, items_file)
+    for name, delimiter in (("tab", "\t"), (";", ";")):
+        tsv = tmp_path / f"log-{len(delimiter)}-{ord(delimiter)}.txt"
+        tsv.write_text(ratings_file.read_text().replace(",", delimiter))
+        items_tsv = tmp_path / f"items-{ord(delimiter)}.txt"
+        items_tsv.write_text(items_file.read_text().replace(",", delimiter))
+        ratings, items = rr.read_csv_log(tsv, items_tsv, rr.CsvDialect(delimiter=name))
+        assert ratings.ts_us.tolist() == expected.ts_us.tolist() and len(items.item_id) == len(MOVIES)
+
+
 def test_integer_timestamps_past_1e11_are_milliseconds(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200123\n2,20,9,1704153600000\n")
@@ -299,7 +311,9 @@ def test_cli_imports_a_csv_log(tmp_path):
     (["--column", "userid"], "argument --column: 'userid' is not CONTRACT=YOURS"),
     (["--column", "user=userId"], "argument --column: 'user=userId' is not CONTRACT=YOURS"),
     (["--encoding", "klingon"], "unknown text encoding 'klingon'"),
-    (["--column", "user_id=userId"], "--column names CSV header columns"),
+    (["--column", "user_id=userId"], "--column and --delimiter describe CSV files"),
+    (["--format", "csv", "--ratings", "{tmp}/log.csv", "--items", "{tmp}/items.csv", "--positive-min", "4",
+      "--delimiter", ";;"], "the delimiter must be one character"),
     (["--format", "csv", "--ratings", "{tmp}/ratings.csv", "--items", "{tmp}/products.csv", "--positive-min", "4",
       "--encoding", "latin-1"], "ratings.csv: missing column(s) user_id, item_id, rating, timestamp"),
 ])
@@ -358,8 +372,8 @@ def test_text_ids_are_hashed_stably_and_mapped_back(tmp_path):
     ratings_file, items_file = _text_id_log(tmp_path, "latin-1")
     columns = dict(c.split("=") for c in TEXT_COLUMNS[1::2])
     with pytest.raises(rr.RatingsImportError, match=r"products.csv: not utf-8 text: name the file's encoding"):
-        rr.read_csv_log(ratings_file, items_file, columns)
-    ratings, items = rr.read_csv_log(ratings_file, items_file, columns, encoding="latin-1")
+        rr.read_csv_log(ratings_file, items_file, rr.CsvDialect(columns))
+    ratings, items = rr.read_csv_log(ratings_file, items_file, rr.CsvDialect(columns, encoding="latin-1"))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
     assert report.hashed_ids == ["user", "item"] and report.events == len(RATINGS)
     events = [e for day in (DAY1, DAY2) for e in _events(tmp_path / "raw", day)]
@@ -424,7 +438,8 @@ def test_real_days_with_imdb_ids_pass_validate_like_the_integer_import(tmp_path)
         writer.writerow(["movieId", "title", "genres"])
         writer.writerows(zip([f"tt{i:07d}" for i in items.item_id], items.title.to_pylist(),
                              items.genres.to_pylist(), strict=True))
-    text_ratings, text_items = rr.read_csv_log(ratings_file, items_file, {"user_id": "userId", "item_id": "movieId"})
+    text_ratings, text_items = rr.read_csv_log(ratings_file, items_file,
+                                               rr.CsvDialect({"user_id": "userId", "item_id": "movieId"}))
     report = ri.import_ratings(tmp_path / "raw", text_ratings, text_items, ri.MOVIETWEETINGS_POSITIVE_MIN,
                                dt.date(2013, 8, 29), dt.date(2013, 9, 1))
     assert report.hashed_ids == ["item"] and [d["events"] for d in report.days] == [654, 759, 1080, 799]
