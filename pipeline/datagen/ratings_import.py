@@ -32,10 +32,10 @@ How each contract column is filled (one rating is one impression):
   log never rates (no date to place them: known from the start). A snapshot only grows, so
   `validate.max_catalog_drop` never trips, and a film is not in the catalog before it was first
   rated. Ratings of items the items file lacks are dropped (counted in the report).
-
 - ids: a log's integer ids >= 1 are kept; other ids (SKUs, UUIDs) become stable hashes, and
   `id_map/users.parquet` / `id_map/items.parquet` under the raw root map the log's ids to them
-  (ratings_read.py, which also reads the formats, column names and encodings real logs come in).
+  (ratings_read.py; ratings_formats.py reads the files, in the column names, delimiters and
+  encodings real logs come in).
 
 Every input problem is a `RatingsImportError` with a one-line message naming the file (and line or
 row). The per-row rules are vectorised (numpy, pyarrow); what is per value in Python is the parse
@@ -59,16 +59,8 @@ import pyarrow.parquet as pq
 
 from pipeline.contracts import features as F
 from pipeline.contracts import inputs, raw
-from pipeline.datagen.ratings_read import (
-    FORMATS,
-    ITEMS_COLUMNS,
-    RATINGS_COLUMNS,
-    CsvDialect,
-    Items,
-    Ratings,
-    RatingsImportError,
-    read_log,
-)
+from pipeline.datagen.ratings_formats import FORMATS, ITEMS_COLUMNS, RATINGS_COLUMNS, CsvDialect, read_log
+from pipeline.datagen.ratings_read import Items, Ratings, RatingsImportError
 from pipeline.datagen.ratings_rows import catalog_table, events_table, repeats
 from pipeline.paths import events_partition, items_partition
 

@@ -20,6 +20,7 @@ from pipeline.__main__ import main as pipeline_main
 from pipeline.config import load_config
 from pipeline.contracts import features as F
 from pipeline.contracts import inputs, raw, rows
+from pipeline.datagen import ratings_formats as rf
 from pipeline.datagen import ratings_import as ri
 from pipeline.datagen import ratings_read as rr
 from pipeline.datagen import ratings_rows as rw
@@ -64,7 +65,7 @@ def _csv(tmp_path, ratings=RATINGS, platform=True):
 
 def _import(tmp_path, positive_min=9.0, **kwargs):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path))
+    ratings, items = rf.read_movietweetings(*_movietweetings(tmp_path))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, positive_min, **kwargs)
     return tmp_path / "raw", report
 
@@ -105,7 +106,7 @@ def test_history_holds_strictly_earlier_items_most_recent_last(tmp_path):
 def test_history_keeps_the_most_recent_fifty_and_counts_days_before_start(tmp_path):
     many = [(7, 100 + k, 5, MIDNIGHT - 86_400 * 3 + k) for k in range(60)] + [(7, 10, 9, MIDNIGHT + 10)]
     movies = {**MOVIES, **{100 + k: (f"Film {k}", "Drama") for k in range(60)}}
-    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, many, movies))
+    ratings, items = rf.read_movietweetings(*_movietweetings(tmp_path, many, movies))
     ri.import_ratings(tmp_path / "raw", ratings, items, 9.0, start=DAY2, end=DAY2)
     (event,) = _events(tmp_path / "raw", DAY2)
     assert event[F.HISTORY] == [100 + k for k in range(10, 60)]
@@ -165,7 +166,7 @@ def test_genre_projection_is_fixed(tmp_path):
 
 
 def test_own_csv_log_with_iso_times_platform_and_price(tmp_path):
-    ratings, items = rr.read_csv_log(*_csv(tmp_path))
+    ratings, items = rf.read_csv_log(*_csv(tmp_path))
     assert np.array_equal(ratings.ts_us, np.array([t for *_, t in RATINGS]) * 1_000_000)    # +01:00 read as UTC
     ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
     root = tmp_path / "raw"
@@ -178,14 +179,14 @@ def test_own_csv_log_with_iso_times_platform_and_price(tmp_path):
 
 
 def test_ratings_of_items_the_items_file_lacks_are_dropped_and_counted(tmp_path):
-    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, [*RATINGS, (4, 99, 9, MIDNIGHT + 60)]))
+    ratings, items = rf.read_movietweetings(*_movietweetings(tmp_path, [*RATINGS, (4, 99, 9, MIDNIGHT + 60)]))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
     assert (report.ratings_read, report.ratings_unknown_item, report.events) == (len(RATINGS) + 1, 1, len(RATINGS))
 
 
 def test_a_repeated_row_is_dropped_once_counted_and_not_in_later_histories(tmp_path):
     repeated = [RATINGS[0], (1, 10, 3, RATINGS[0][3]), *RATINGS[1:]]     # same user, item, second
-    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, repeated))
+    ratings, items = rf.read_movietweetings(*_movietweetings(tmp_path, repeated))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
     assert (report.ratings_read, report.ratings_repeated, report.events) == (len(RATINGS) + 1, 1, len(RATINGS))
     events = _by_key(tmp_path / "raw")
@@ -198,7 +199,7 @@ def test_a_repeated_row_is_dropped_once_counted_and_not_in_later_histories(tmp_p
 def test_a_log_of_years_is_written_only_for_the_days_named(tmp_path):
     """MovieLens' logs span decades: a snapshot a day would write gigabytes nobody asked for."""
     years = [(1, 10, 9, MIDNIGHT - 500 * 86_400), *RATINGS]
-    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, years))
+    ratings, items = rf.read_movietweetings(*_movietweetings(tmp_path, years))
     spans = r"501 days to write \(2022-08-20 to 2024-01-02; the log spans 2022-08-20 to 2024-01-02\)"
     with pytest.raises(rr.RatingsImportError, match=spans + ".*--start and --end"):
         ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
@@ -211,7 +212,7 @@ def test_a_log_of_years_is_written_only_for_the_days_named(tmp_path):
 
 def test_a_day_without_ratings_has_a_snapshot_but_no_events_partition(tmp_path):
     later = [(1, 10, 9, MIDNIGHT - 60), (2, 30, 9, MIDNIGHT + 86_400 + 60)]
-    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path, later))
+    ratings, items = rf.read_movietweetings(*_movietweetings(tmp_path, later))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 9.0)
     assert report.days_without_ratings == [str(DAY2)] and [d["events"] for d in report.days] == [1, 0, 1]
     assert not events_partition(tmp_path / "raw", DAY2).exists()
@@ -225,7 +226,7 @@ def test_every_partition_is_marked_and_a_reimport_replaces_stale_files(tmp_path)
             assert (root / table / f"ds={day}" / inputs.SUCCESS_MARKER).exists()
     stale = events_partition(root, DAY1) / "part-00007.parquet"
     stale.write_bytes(b"old")
-    ratings, items = rr.read_movietweetings(*_movietweetings(tmp_path))
+    ratings, items = rf.read_movietweetings(*_movietweetings(tmp_path))
     ri.import_ratings(root, ratings, items, 9.0, start=DAY1, end=DAY1)
     assert not stale.exists() and (events_partition(root, DAY1) / inputs.SUCCESS_MARKER).exists()
 
@@ -240,23 +241,23 @@ def test_bad_rows_name_file_and_line(tmp_path, content, message):
     ratings_file, movies_file = _movietweetings(tmp_path)
     ratings_file.write_text(content)
     with pytest.raises(rr.RatingsImportError, match=message):
-        rr.read_movietweetings(ratings_file, movies_file)
+        rf.read_movietweetings(ratings_file, movies_file)
 
 
 def test_naive_csv_times_and_missing_columns_are_refused(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01T12:00:00\n")
     with pytest.raises(rr.RatingsImportError, match="zone offset"):
-        rr.read_csv_log(ratings_file, items_file)
+        rf.read_csv_log(ratings_file, items_file)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000000\n")    # microseconds
     with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000000' is not betw"):
-        rr.read_csv_log(ratings_file, items_file)
+        rf.read_csv_log(ratings_file, items_file)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000\n1,20,9,100\n")  # ms and s
     with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000' is not betw"):
-        rr.read_csv_log(ratings_file, items_file)
+        rf.read_csv_log(ratings_file, items_file)
     ratings_file.write_text("user,item,rating,timestamp\n1,10,9,100\n")
     with pytest.raises(rr.RatingsImportError, match=r"missing column\(s\) user_id, item_id"):
-        rr.read_csv_log(ratings_file, items_file)
+        rf.read_csv_log(ratings_file, items_file)
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
@@ -264,31 +265,31 @@ def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     for path in (ratings_file, items_file):
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
-    ratings, items = rr.read_csv_log(ratings_file, items_file)
+    ratings, items = rf.read_csv_log(ratings_file, items_file)
     assert ratings.user_text is None and ratings.user.tolist() == [u for u, *_ in RATINGS]
     assert items.item_id.tolist() == list(MOVIES)
     dat_ratings, dat_movies = _movietweetings(tmp_path)
     dat_ratings.write_bytes(b"\xef\xbb\xbf" + dat_ratings.read_bytes())
-    ratings, _ = rr.read_movietweetings(dat_ratings, dat_movies)
+    ratings, _ = rf.read_movietweetings(dat_ratings, dat_movies)
     assert ratings.user_text is None and ratings.user[0] == RATINGS[0][0]
 
 
 def test_a_tab_or_semicolon_separated_log_reads_like_the_csv(tmp_path):
     ratings_file, items_file = _csv(tmp_path)
-    expected, _ = rr.read_csv_log(ratings_file, items_file)
+    expected, _ = rf.read_csv_log(ratings_file, items_file)
     for name, delimiter in (("tab", "\t"), (";", ";")):
         tsv = tmp_path / f"log-{len(delimiter)}-{ord(delimiter)}.txt"
         tsv.write_text(ratings_file.read_text().replace(",", delimiter))
         items_tsv = tmp_path / f"items-{ord(delimiter)}.txt"
         items_tsv.write_text(items_file.read_text().replace(",", delimiter))
-        ratings, items = rr.read_csv_log(tsv, items_tsv, rr.CsvDialect(delimiter=name))
+        ratings, items = rf.read_csv_log(tsv, items_tsv, rf.CsvDialect(delimiter=name))
         assert ratings.ts_us.tolist() == expected.ts_us.tolist() and len(items.item_id) == len(MOVIES)
 
 
 def test_integer_timestamps_past_1e11_are_milliseconds(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200123\n2,20,9,1704153600000\n")
-    ratings, _ = rr.read_csv_log(ratings_file, items_file)
+    ratings, _ = rf.read_csv_log(ratings_file, items_file)
     assert ratings.ts_us.tolist() == [1704067200123000, 1704153600000000]
 
 
@@ -329,21 +330,21 @@ def test_cli_refusals_are_one_line_and_exit_2(tmp_path, capsys, args, message):
 
 def test_vendored_data_set_figures():
     """What docs/data.md says of the data set and the default threshold."""
-    ratings, items = rr.read_movietweetings(rr.MOVIETWEETINGS_DIR / "ratings.dat", rr.MOVIETWEETINGS_DIR / "movies.dat")
+    ratings, items = rf.read_movietweetings(rf.MOVIETWEETINGS_DIR / "ratings.dat", rf.MOVIETWEETINGS_DIR / "movies.dat")
     days, counts = np.unique(ratings.ts_us // 86_400_000_000, return_counts=True)
     assert (len(ratings.user), len(items.item_id), len(days), days[-1] - days[0] + 1) == (100_000, 10_506, 186, 186)
     assert np.median(counts) == 494.5 and round(float((ratings.rating >= 9).mean()), 3) == 0.264
     small = {str(dt.date(1970, 1, 1) + dt.timedelta(days=int(d))): int(c) for d, c in zip(days, counts) if c < 200}
     assert small == {"2013-06-12": 46}
-    assert (rr.MOVIETWEETINGS_DIR / "LICENSE").read_text().startswith("The MIT License")
+    assert (rf.MOVIETWEETINGS_DIR / "LICENSE").read_text().startswith("The MIT License")
 
 
 def test_real_days_pass_validate(tmp_path):
     """Four consecutive real days (a 3-day window and its eval day) through the real validate."""
     from components.validate import run
 
-    report = ri.import_ratings(tmp_path / "raw", *rr.read_movietweetings(rr.MOVIETWEETINGS_DIR / "ratings.dat",
-                                                                         rr.MOVIETWEETINGS_DIR / "movies.dat"),
+    report = ri.import_ratings(tmp_path / "raw", *rf.read_movietweetings(rf.MOVIETWEETINGS_DIR / "ratings.dat",
+                                                                         rf.MOVIETWEETINGS_DIR / "movies.dat"),
                                ri.MOVIETWEETINGS_POSITIVE_MIN, dt.date(2013, 8, 29), dt.date(2013, 9, 1))
     assert [d["events"] for d in report.days] == [654, 759, 1080, 799]
     config = load_config(overrides={"data.raw_root": str(tmp_path / "raw"), "data.artifact_root": str(tmp_path / "art"),
@@ -372,8 +373,8 @@ def test_text_ids_are_hashed_stably_and_mapped_back(tmp_path):
     ratings_file, items_file = _text_id_log(tmp_path, "latin-1")
     columns = dict(c.split("=") for c in TEXT_COLUMNS[1::2])
     with pytest.raises(rr.RatingsImportError, match=r"products.csv: not utf-8 text: name the file's encoding"):
-        rr.read_csv_log(ratings_file, items_file, rr.CsvDialect(columns))
-    ratings, items = rr.read_csv_log(ratings_file, items_file, rr.CsvDialect(columns, encoding="latin-1"))
+        rf.read_csv_log(ratings_file, items_file, rf.CsvDialect(columns))
+    ratings, items = rf.read_csv_log(ratings_file, items_file, rf.CsvDialect(columns, encoding="latin-1"))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
     assert report.hashed_ids == ["user", "item"] and report.events == len(RATINGS)
     events = [e for day in (DAY1, DAY2) for e in _events(tmp_path / "raw", day)]
@@ -390,14 +391,14 @@ def test_text_ids_are_hashed_stably_and_mapped_back(tmp_path):
     # history ids are the hashed item ids too
     assert {h for e in events for h in e[F.HISTORY]} <= {e[F.ITEM_ID] for e in events}
     # a re-import of a log with integer ids keeps them and removes the stale maps
-    ri.import_ratings(tmp_path / "raw", *rr.read_movietweetings(*_movietweetings(tmp_path)), 9.0)
+    ri.import_ratings(tmp_path / "raw", *rf.read_movietweetings(*_movietweetings(tmp_path)), 9.0)
     assert not list((tmp_path / "raw" / ri.ID_MAP_DIR).iterdir())
 
 
 def test_one_odd_id_hashes_every_id_of_its_kind_in_both_files():
     import pyarrow as pa
 
-    ratings, ids, hashed = rr._log(pa.array(["1", "2"]), pa.array(["10", "0"]), pa.array(["1", "2"]),
+    ratings, ids, hashed = rr.parse_log(pa.array(["1", "2"]), pa.array(["10", "0"]), pa.array(["1", "2"]),
                                    pa.array(["100", "200"]), pa.array(["10", "0", "30"]),
                                    (("r", None), ("i", None)))
     assert hashed and ratings.user.tolist() == [1, 2]                     # users stay integers
@@ -405,7 +406,7 @@ def test_one_odd_id_hashes_every_id_of_its_kind_in_both_files():
     assert ids.tolist() == [rr.contract_id(v) for v in ("10", "0", "30")]
     assert rr.contract_id(" B00X ") == rr.contract_id("B00X") != rr.contract_id("B00Y")
     big = "123456789012345678901234"                                      # an integer past int64: an id
-    ratings, _, _ = rr._log(pa.array([big, "2"]), pa.array(["10", "10"]), pa.array(["1", "2"]),
+    ratings, _, _ = rr.parse_log(pa.array([big, "2"]), pa.array(["10", "10"]), pa.array(["1", "2"]),
                             pa.array(["100", "200"]), pa.array(["10"]), (("r", None), ("i", None)))
     assert ratings.user.tolist() == [rr.contract_id(big), rr.contract_id("2")]
 
@@ -426,7 +427,7 @@ def test_real_days_with_imdb_ids_pass_validate_like_the_integer_import(tmp_path)
     MovieLens-style headers: the same rows reach validate, under hashed ids."""
     from components.validate import run
 
-    ratings, items = rr.read_movietweetings(rr.MOVIETWEETINGS_DIR / "ratings.dat", rr.MOVIETWEETINGS_DIR / "movies.dat")
+    ratings, items = rf.read_movietweetings(rf.MOVIETWEETINGS_DIR / "ratings.dat", rf.MOVIETWEETINGS_DIR / "movies.dat")
     ratings_file, items_file = tmp_path / "ratings.csv", tmp_path / "movies.csv"
     ratings_file.write_text("userId,movieId,rating,timestamp\n" + "".join(
         f"{u},tt{i:07d},{r:g},{t // 1_000_000}\n" for u, i, r, t in zip(ratings.user, ratings.item, ratings.rating,
@@ -438,8 +439,8 @@ def test_real_days_with_imdb_ids_pass_validate_like_the_integer_import(tmp_path)
         writer.writerow(["movieId", "title", "genres"])
         writer.writerows(zip([f"tt{i:07d}" for i in items.item_id], items.title.to_pylist(),
                              items.genres.to_pylist(), strict=True))
-    text_ratings, text_items = rr.read_csv_log(ratings_file, items_file,
-                                               rr.CsvDialect({"user_id": "userId", "item_id": "movieId"}))
+    text_ratings, text_items = rf.read_csv_log(ratings_file, items_file,
+                                               rf.CsvDialect({"user_id": "userId", "item_id": "movieId"}))
     report = ri.import_ratings(tmp_path / "raw", text_ratings, text_items, ri.MOVIETWEETINGS_POSITIVE_MIN,
                                dt.date(2013, 8, 29), dt.date(2013, 9, 1))
     assert report.hashed_ids == ["item"] and [d["events"] for d in report.days] == [654, 759, 1080, 799]
