@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from pipeline.datagen.ratings_read import (
     unique_items,
 )
 
+log = logging.getLogger(__name__)
+
 FORMATS = ("movietweetings", "csv")
 MOVIETWEETINGS_DIR = PROJECT_ROOT / "data" / "movietweetings-100k"
 RATINGS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")     # a CSV log's header (and `platform`)
@@ -46,6 +49,7 @@ class CsvDialect:
     columns: dict[str, str] = field(default_factory=dict)
     encoding: str = "utf-8"
     delimiter: str = ","
+    header: bool = True          # False: no header line, the columns in the contract's order
 
     def checked(self) -> CsvDialect:
         try:
@@ -56,7 +60,10 @@ class CsvDialect:
         if len(delimiter) != 1 or delimiter in "\"\r\n":
             raise RatingsImportError(f"the delimiter must be one character other than a quote or a line end "
                                      f"(or 'tab'), not {self.delimiter!r}")
-        return CsvDialect(dict(self.columns), encoding, delimiter)
+        if not self.header and self.columns:
+            raise RatingsImportError("--column names header columns: a file without a header has its columns in "
+                                     "the contract's order")
+        return CsvDialect(dict(self.columns), encoding, delimiter, self.header)
 
 
 def _read_text(path: Path, encoding: str) -> str:
@@ -121,8 +128,12 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
         raise RatingsImportError(f"{path}: cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise RatingsImportError(f"{path}: not {encoding} text: name the file's encoding (--encoding)") from err
-    header = csv.reader([first.removeprefix(BOM)], delimiter=dialect.delimiter)     # pyarrow skips a BOM too
-    names = [name.strip() for name in next(header, [])]
+    fields = [name.strip() for name in next(csv.reader([first.removeprefix(BOM)], delimiter=dialect.delimiter), [])]
+    names = fields if dialect.header else [*required, *optional, *(f"extra_{k}" for k in range(len(fields)))][
+        :len(fields)]
+    if not dialect.header and len(fields) < len(required):
+        raise RatingsImportError(f"{path}:1: {len(fields)} field(s): a file without a header needs "
+                                 f"{', '.join(required)} in this order")
     source = {c: columns.get(c, c) for c in (*required, *optional)}
     missing = [source[c] for c in required if source[c] not in names]
     if missing:
@@ -131,7 +142,8 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
                                  f"--column maps a contract name to yours)")
     wanted = {c: source[c] for c in (*required, *optional) if source[c] in names}
     try:
-        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(encoding=encoding),
+        read = pacsv.ReadOptions(encoding=encoding, column_names=None if dialect.header else names)
+        table = pacsv.read_csv(path, read_options=read,
                                parse_options=pacsv.ParseOptions(delimiter=dialect.delimiter),
                                convert_options=pacsv.ConvertOptions(
                                    include_columns=list(wanted.values()),
@@ -146,17 +158,18 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
     return {c: table.column(name).chunk(0) for c, name in wanted.items()}
 
 
-def read_csv_log(ratings_path: Path, items_path: Path,
+def read_csv_log(ratings_path: Path, items_path: Path | None,
                  dialect: CsvDialect = CsvDialect()) -> tuple[Ratings, Items]:
     """A CSV log `user_id,item_id,rating,timestamp[,platform]` and its items `item_id,title,genres[,price]`
-    (genres '|'-separated, may be empty), written in `dialect`."""
+    (genres '|'-separated, may be empty), written in `dialect`. Without an items file (a log of
+    ratings alone) every rated item is an item whose title is its own id and which has no genre."""
     dialect = dialect.checked()
     col = _read_csv(ratings_path, RATINGS_COLUMNS, ("platform",), dialect)
     platform = None
     if "platform" in col:
         blank = pc.equal(pc.utf8_trim_whitespace(col["platform"]), "")
         platform = pc.if_else(blank, pa.scalar(None, pa.string()), col["platform"])
-    item_col = _read_csv(items_path, ITEMS_COLUMNS, ("price",), dialect)
+    item_col = _read_csv(items_path, ITEMS_COLUMNS, ("price",), dialect) if items_path else _items_of(col["item_id"])
     ratings, ids, hashed = parse_log(col["user_id"], col["item_id"], col["rating"], col["timestamp"],
                                      item_col["item_id"], ((ratings_path, None), (items_path, None)), platform)
     price = None
@@ -172,6 +185,14 @@ def read_csv_log(ratings_path: Path, items_path: Path,
     return ratings, items
 
 
+def _items_of(rated: pa.Array) -> dict[str, pa.Array]:
+    """Items for a log without an items file: each distinct rated id, titled by itself, no genre."""
+    log.warning("no items file: each rated item is titled by its own id and has no genre, so the model tells "
+                "items apart by their ids alone (docs/data.md)")
+    ids = pc.unique(pc.utf8_trim_whitespace(rated))
+    return {"item_id": ids, "title": ids, "genres": pa.array([""] * len(ids), pa.string())}
+
+
 def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None,
              dialect: CsvDialect = CsvDialect()) -> tuple[Ratings, Items, Path, Path]:
     """Read a log in `fmt` (FORMATS); MovieTweetings defaults to the vendored data set. The
@@ -180,13 +201,14 @@ def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None,
         raise RatingsImportError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     dialect = dialect.checked()
     if fmt == "movietweetings":
-        if dialect.columns or dialect.delimiter != ",":
-            raise RatingsImportError("--column and --delimiter describe CSV files: the movietweetings format has "
-                                     "no header and '::' between fields")
+        if dialect.columns or dialect.delimiter != "," or not dialect.header:
+            raise RatingsImportError("--column, --delimiter and --no-header describe CSV files: the movietweetings "
+                                     "format has no header and '::' between fields")
         ratings_path = Path(ratings_path or MOVIETWEETINGS_DIR / "ratings.dat")
         items_path = Path(items_path or MOVIETWEETINGS_DIR / "movies.dat")
         return (*read_movietweetings(ratings_path, items_path, dialect.encoding), ratings_path, items_path)
-    if ratings_path is None or items_path is None:
-        raise RatingsImportError("--format csv needs --ratings FILE (user_id,item_id,rating,timestamp) and "
-                                 "--items FILE (item_id,title,genres)")
-    return (*read_csv_log(Path(ratings_path), Path(items_path), dialect), Path(ratings_path), Path(items_path))
+    if ratings_path is None:
+        raise RatingsImportError("--format csv needs --ratings FILE (user_id,item_id,rating,timestamp) and, "
+                                 "for titles and genres, --items FILE (item_id,title,genres)")
+    items = Path(items_path) if items_path else None
+    return (*read_csv_log(Path(ratings_path), items, dialect), Path(ratings_path), items)

@@ -247,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "user_id,item_id,rating,timestamp[,platform] and an items file "
                              "item_id,title,genres[,price]")
     parser.add_argument("--ratings", type=Path, help="the ratings log (default: data/movietweetings-100k/ratings.dat)")
-    parser.add_argument("--items", type=Path, help="titles and genres (default: data/movietweetings-100k/movies.dat)")
+    parser.add_argument("--items", type=Path, help="titles and genres (default: data/movietweetings-100k/movies.dat; "
+                                                   "csv: optional, without it the titles are the item ids)")
     parser.add_argument("--positive-min", type=float,
                         help=f"label = rating >= this (default {MOVIETWEETINGS_POSITIVE_MIN:g} for "
                              f"movietweetings' 0-10 scale; required for csv)")
@@ -261,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--encoding", default="utf-8", help="the files' text encoding (default utf-8; "
                                                             "MovieLens 1M's movies.dat is latin-1)")
     parser.add_argument("--delimiter", default=",", help="csv: the field delimiter (default ','; 'tab' for a TSV)")
+    parser.add_argument("--no-header", action="store_true",
+                        help="csv: the files have no header line; their columns are in the contract's order")
     parser.add_argument("--config", help="params file (default: $RECO_CONFIG or conf/params.yaml)")
     return parser
 
@@ -299,10 +302,10 @@ def main(argv: list[str] | None = None) -> int:
                                          f"(label = rating >= it)")
             positive_min = MOVIETWEETINGS_POSITIVE_MIN
         cfg = load_config(args.config)
-        dialect = CsvDialect(dict(args.column), args.encoding, args.delimiter)
+        dialect = CsvDialect(dict(args.column), args.encoding, args.delimiter, header=not args.no_header)
         ratings, items, ratings_path, items_path = read_log(args.format, args.ratings, args.items, dialect)
         report = import_ratings(args.out or cfg.data.raw_root, ratings, items, positive_min, args.start, args.end,
-                                fmt=args.format, ratings_file=str(ratings_path), items_file=str(items_path),
+                                fmt=args.format, ratings_file=str(ratings_path), items_file=str(items_path or ""),
                                 eval_min_rows=cfg.eval.min_rows)
     except (RatingsImportError, ConfigError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")

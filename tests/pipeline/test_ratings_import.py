@@ -286,6 +286,26 @@ def test_a_tab_or_semicolon_separated_log_reads_like_the_csv(tmp_path):
         assert ratings.ts_us.tolist() == expected.ts_us.tolist() and len(items.item_id) == len(MOVIES)
 
 
+def test_a_ratings_only_log_without_header_imports_with_items_titled_by_their_ids(tmp_path):
+    """Amazon's ratings-only files: `user,item,rating,time` lines, no header, no metadata."""
+    log_file = tmp_path / "ratings_Electronics.csv"
+    log_file.write_text("".join(f"A{u:03d}X,B00{i:07d},{r / 2},{t}\n" for u, i, r, t in RATINGS))
+    out = subprocess.run([sys.executable, "-m", "pipeline", "import-ratings", "--format", "csv", "--ratings",
+                          str(log_file), "--no-header", "--positive-min", "4.5", "--out", str(tmp_path / "raw")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "no items file" in out.stderr and '"events": 8' in out.stdout
+    catalog = _items(tmp_path / "raw", DAY2).to_pylist()
+    rated = {f"B00{i:07d}" for _, i, _, _ in RATINGS}
+    assert {r[F.TITLE] for r in catalog} == rated and {r[F.CATEGORY] for r in catalog} == {rw.NO_GENRE}
+    assert {r[F.ITEM_ID] for r in catalog} == {rr.contract_id(t) for t in rated}
+    with pytest.raises(rr.RatingsImportError, match="a file without a header needs user_id, item_id, rating"):
+        (tmp_path / "short.csv").write_text("1,10\n")
+        rf.read_csv_log(tmp_path / "short.csv", None, rf.CsvDialect(header=False))
+    with pytest.raises(rr.RatingsImportError, match="--column names header columns"):
+        rf.read_csv_log(log_file, None, rf.CsvDialect({"user_id": "u"}, header=False))
+
+
 def test_integer_timestamps_past_1e11_are_milliseconds(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200123\n2,20,9,1704153600000\n")
@@ -312,7 +332,7 @@ def test_cli_imports_a_csv_log(tmp_path):
     (["--column", "userid"], "argument --column: 'userid' is not CONTRACT=YOURS"),
     (["--column", "user=userId"], "argument --column: 'user=userId' is not CONTRACT=YOURS"),
     (["--encoding", "klingon"], "unknown text encoding 'klingon'"),
-    (["--column", "user_id=userId"], "--column and --delimiter describe CSV files"),
+    (["--column", "user_id=userId"], "--column, --delimiter and --no-header describe CSV files"),
     (["--format", "csv", "--ratings", "{tmp}/log.csv", "--items", "{tmp}/items.csv", "--positive-min", "4",
       "--delimiter", ";;"], "the delimiter must be one character"),
     (["--format", "csv", "--ratings", "{tmp}/ratings.csv", "--items", "{tmp}/products.csv", "--positive-min", "4",
