@@ -22,7 +22,8 @@ from pipeline.contracts import event_ids, raw, rows
 from pipeline.contracts import features as F
 from pipeline.contracts.inputs import SUCCESS_MARKER, Inputs, parquet_files
 
-_DAY_COLUMNS = [F.EVENT_TS, F.HOUR, F.LABEL, F.PLATFORM]
+_DAY_COLUMNS = [F.EVENT_TS, F.HOUR, F.LABEL, F.PLATFORM, F.USER_ID]
+USERS_SHARING_WARN = 0.5     # the window's users sharing a hashed bucket with another, above which validate warns
 _NAMED_VALUES = 5            # platform values named in a warning, most frequent first
 
 
@@ -30,9 +31,10 @@ def _where(table: str, day: dt.date, path: Path) -> str:
     return f"{table} partition ds={day} ({path.name})"
 
 
-def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> tuple[dict, event_ids.PartitionIds, list[str]]:
+def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> tuple[dict, event_ids.PartitionIds, list[str],
+                                                                      np.ndarray]:
     """Rows, labels, repeats, misdated rows, unknown platforms and the id digest of one day; its
-    ids; and its text problems (bytes that are not UTF-8, per file and column)."""
+    ids; its text problems (bytes that are not UTF-8, per file and column); its distinct users."""
     rows_ = inputs.rows(files)
     ids = event_ids.read_partition(day, files)
     stats = {"rows": rows_, "null_labels": 0, "label_rate": 0.0, "non_binary_labels": {},
@@ -40,7 +42,7 @@ def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> tuple[dict, ev
              "unknown_platforms": {}, "digest": ids.digest}
     problems = _event_id_text_problems(day, files, ids)
     if not files:
-        return stats, ids, problems
+        return stats, ids, problems, np.zeros(0, np.int64)
     tables, unknown = [], []
     for path in sorted(files):
         part = pq.read_table(path, columns=_DAY_COLUMNS)
@@ -62,7 +64,30 @@ def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> tuple[dict, ev
                  non_binary_labels={str(v): int(c) for v, c in zip(values.tolist(), counts.tolist())
                                     if v not in (0, 1)},
                  unknown_platforms=_value_counts(unknown))
-    return stats, ids, problems
+    users = pc.unique(table.column(F.USER_ID).drop_null()).to_numpy()
+    stats["users"] = len(users)
+    return stats, ids, problems, users
+
+
+def users_sharing_buckets(users: int, buckets: int) -> float:
+    """The share of `users` distinct users hashed into `buckets` buckets that share theirs with
+    another, expected under uniform hashing: 1 - (1 - 1/B)^(U - 1)."""
+    if users < 2 or buckets < 1:
+        return 0.0
+    return float(-np.expm1((users - 1) * np.log1p(-1.0 / buckets)))
+
+
+def user_bucket_warning(days: list[np.ndarray], buckets: int) -> tuple[dict, list[str]]:
+    """The training window's distinct users against `model.user_buckets`, and a warning when more than
+    USERS_SHARING_WARN of them share a bucket (the model reads a user through their bucket)."""
+    users = len(np.unique(np.concatenate(days))) if days else 0
+    sharing = users_sharing_buckets(users, buckets) if buckets else 0.0
+    record = {"distinct": users, "buckets": buckets, "sharing_a_bucket": round(sharing, 4)}
+    if sharing <= USERS_SHARING_WARN:
+        return record, []
+    return record, [f"the training window has {users:,} users for model.user_buckets={buckets:,}: about "
+                    f"{sharing:.0%} of them share a bucket with another user, whose rows the model then reads "
+                    f"as theirs (raise model.user_buckets; docs/training.md)"]
 
 
 def _event_id_text_problems(day: dt.date, files: list[Path], ids: event_ids.PartitionIds) -> list[str]:

@@ -32,6 +32,7 @@ from components.validate.checks import (
     fallback_warning,
     item_stats,
     marked_without_data,
+    user_bucket_warning,
 )
 from pipeline.config import Config
 from pipeline.contracts import event_ids
@@ -101,15 +102,16 @@ def run(config: Config, paths: RunPaths) -> ValidateResult:
         paths.raw_root, inputs.items_date, items["distinct_ids"], config.validate.max_catalog_drop)
     problems += catalog_problems
     read = {day: day_stats(day, files, inputs) for day, files in sorted(inputs.event_files.items())}
-    stats = {day: s for day, (s, _, _) in read.items()}
-    problems += [p for _, _, day_text in read.values() for p in day_text]
+    stats = {day: s for day, (s, *_) in read.items()}
+    problems += [p for _, _, day_text, _ in read.values() for p in day_text]
+    users, user_warnings = user_bucket_warning([read[d][3] for d in inputs.train], config.model.user_buckets)
     problems += [f"events partition ds={d}: no rows" for d, s in stats.items() if s["rows"] == 0]
     eval_rows = stats[paths.eval_date]["rows"]
     if 0 < eval_rows < config.eval.min_rows:
         problems.append(f"eval day ds={paths.eval_date}: {eval_rows} rows, below eval.min_rows={config.eval.min_rows}: "
                         f"too few to judge a model (evaluate would refuse it after training)")
     warnings, failures, drifts = _drift_checks(config, paths, stats)
-    warnings = [*([fallback] if fallback else []), *catalog_warnings, *warnings]
+    warnings = [*([fallback] if fallback else []), *catalog_warnings, *user_warnings, *warnings]
     problems += failures
     for day, day_stat in stats.items():
         day_warnings, day_failures = day_problems(day, day_stat, config.validate,
@@ -121,7 +123,7 @@ def run(config: Config, paths: RunPaths) -> ValidateResult:
     report = {
         "run_date": paths.ds, "run_id": paths.run_id, "passed": not problems,
         "items_snapshot": str(inputs.items_date), "items_fallback": fallback, "items": items,
-        "days": {str(d): s for d, s in stats.items()}, "drift": drifts,
+        "days": {str(d): s for d, s in stats.items()}, "users": users, "drift": drifts,
         "warnings": warnings, "problems": problems,
     }
     write_json_atomic(report_path, report)

@@ -170,3 +170,33 @@ def test_a_truncated_parquet_file_is_named_not_a_traceback(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"{part}: not a readable Parquet file (truncated or corrupt?)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_expected_share_of_users_in_a_shared_bucket_matches_real_hashing():
+    import numpy as np
+    import tensorflow as tf
+
+    from components.validate.checks import users_sharing_buckets
+
+    users, buckets = 3102, 10_000
+    hashed = tf.strings.to_hash_bucket_fast(tf.strings.as_string(tf.range(1, users + 1, dtype=tf.int64)),
+                                            buckets).numpy()
+    _, inverse, counts = np.unique(hashed, return_inverse=True, return_counts=True)
+    measured = float(np.mean(counts[inverse] > 1))
+    assert users_sharing_buckets(users, buckets) == pytest.approx(0.267, abs=0.001)
+    assert measured == pytest.approx(users_sharing_buckets(users, buckets), abs=0.02)
+    assert users_sharing_buckets(1, buckets) == 0.0 and users_sharing_buckets(users, 0) == 0.0
+
+
+def test_a_window_with_more_users_than_its_buckets_hold_warns_and_passes(tmp_path):
+    """150 users hashed into 100 buckets: about three in four share one; validate says so and passes."""
+    config = _config(tmp_path, **{"model.user_buckets": 100})
+    generate_raw(config)
+    result = run(config, RunPaths.for_run(config, RUN_DATE, "crowded"))
+    report = json.loads((RunPaths.for_run(config, RUN_DATE, "crowded").validation_dir / "report.json").read_text())
+    users = report["users"]
+    assert users["buckets"] == 100 and 100 < users["distinct"] <= 150 and users["sharing_a_bucket"] > 0.6
+    assert any("users for model.user_buckets=100" in w and "raise model.user_buckets" in w for w in result.warnings)
+    roomy = _config(tmp_path / "roomy", **{"model.user_buckets": 100_000})
+    generate_raw(roomy)
+    assert not any("model.user_buckets" in w for w in run(roomy, RunPaths.for_run(roomy, RUN_DATE, "r")).warnings)
