@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -31,8 +32,17 @@ def _where(table: str, day: dt.date, path: Path) -> str:
     return f"{table} partition ds={day} ({path.name})"
 
 
-def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> tuple[dict, event_ids.PartitionIds, list[str],
-                                                                      np.ndarray]:
+class DayRead(NamedTuple):
+    """What validate reads of one day: its stats (recorded in the history), event ids, text
+    problems and distinct users."""
+
+    stats: dict
+    ids: event_ids.PartitionIds
+    problems: list[str]
+    users: np.ndarray
+
+
+def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> DayRead:
     """Rows, labels, repeats, misdated rows, unknown platforms and the id digest of one day; its
     ids; its text problems (bytes that are not UTF-8, per file and column); its distinct users."""
     rows_ = inputs.rows(files)
@@ -42,7 +52,7 @@ def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> tuple[dict, ev
              "unknown_platforms": {}, "digest": ids.digest}
     problems = _event_id_text_problems(day, files, ids)
     if not files:
-        return stats, ids, problems, np.zeros(0, np.int64)
+        return DayRead(stats, ids, problems, np.zeros(0, np.int64))
     tables, unknown = [], []
     for path in sorted(files):
         part = pq.read_table(path, columns=_DAY_COLUMNS)
@@ -66,7 +76,7 @@ def day_stats(day: dt.date, files: list[Path], inputs: Inputs) -> tuple[dict, ev
                  unknown_platforms=_value_counts(unknown))
     users = pc.unique(table.column(F.USER_ID).drop_null()).to_numpy()
     stats["users"] = len(users)
-    return stats, ids, problems, users
+    return DayRead(stats, ids, problems, users)
 
 
 def users_sharing_buckets(users: int, buckets: int) -> float:
@@ -81,7 +91,7 @@ def user_bucket_warning(days: list[np.ndarray], buckets: int) -> tuple[dict, lis
     """The training window's distinct users against `model.user_buckets`, and a warning when more than
     USERS_SHARING_WARN of them share a bucket (the model reads a user through their bucket)."""
     users = len(np.unique(np.concatenate(days))) if days else 0
-    sharing = users_sharing_buckets(users, buckets) if buckets else 0.0
+    sharing = users_sharing_buckets(users, buckets)
     record = {"distinct": users, "buckets": buckets, "sharing_a_bucket": round(sharing, 4)}
     if sharing <= USERS_SHARING_WARN:
         return record, []

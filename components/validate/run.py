@@ -102,9 +102,9 @@ def run(config: Config, paths: RunPaths) -> ValidateResult:
         paths.raw_root, inputs.items_date, items["distinct_ids"], config.validate.max_catalog_drop)
     problems += catalog_problems
     read = {day: day_stats(day, files, inputs) for day, files in sorted(inputs.event_files.items())}
-    stats = {day: s for day, (s, *_) in read.items()}
-    problems += [p for _, _, day_text, _ in read.values() for p in day_text]
-    users, user_warnings = user_bucket_warning([read[d][3] for d in inputs.train], config.model.user_buckets)
+    stats = {day: r.stats for day, r in read.items()}
+    problems += [p for r in read.values() for p in r.problems]
+    users, user_warnings = user_bucket_warning([read[d].users for d in inputs.train], config.model.user_buckets)
     problems += [f"events partition ds={d}: no rows" for d, s in stats.items() if s["rows"] == 0]
     eval_rows = stats[paths.eval_date]["rows"]
     if 0 < eval_rows < config.eval.min_rows:
@@ -118,7 +118,7 @@ def run(config: Config, paths: RunPaths) -> ValidateResult:
                                                   config.preprocess.max_rejected_fraction)
         warnings += day_warnings
         problems += day_failures
-    problems += event_ids.novelty_problems(read[paths.eval_date][1], [read[d][1] for d in inputs.train],
+    problems += event_ids.novelty_problems(read[paths.eval_date].ids, [read[d].ids for d in inputs.train],
                                            config.validate.max_eval_overlap, event_ids.earlier_digests(paths))
     report = {
         "run_date": paths.ds, "run_id": paths.run_id, "passed": not problems,

@@ -28,17 +28,20 @@ from pipeline.datagen.ratings_read import (
     Items,
     Ratings,
     RatingsImportError,
+    check_unique_items,
     parse_log,
     parse_numbers,
-    unique_items,
 )
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("movietweetings", "csv")
 MOVIETWEETINGS_DIR = PROJECT_ROOT / "data" / "movietweetings-100k"
-RATINGS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")     # a CSV log's header (and `platform`)
-ITEMS_COLUMNS = ("item_id", "title", "genres")                      # its items file's (and `price`)
+RATINGS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")     # a CSV log's header, in this order
+RATINGS_OPTIONAL = ("platform",)                                    # ... then these when present
+ITEMS_COLUMNS = ("item_id", "title", "genres")                      # its items file's
+ITEMS_OPTIONAL = ("price",)
+CSV_COLUMNS = tuple(dict.fromkeys((*RATINGS_COLUMNS, *RATINGS_OPTIONAL, *ITEMS_COLUMNS, *ITEMS_OPTIONAL)))
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class CsvDialect:
     delimiter: str = ","
     header: bool = True          # False: no header line, the columns in the contract's order
 
-    def checked(self) -> CsvDialect:
+    def __post_init__(self):
+        """Checked and normalised once, where it is made: a codec's own name, 'tab' as a tab."""
         try:
             encoding = codecs.lookup(self.encoding).name
         except LookupError as err:
@@ -63,7 +67,8 @@ class CsvDialect:
         if not self.header and self.columns:
             raise RatingsImportError("--column names header columns: a file without a header has its columns in "
                                      "the contract's order")
-        return CsvDialect(dict(self.columns), encoding, delimiter, self.header)
+        object.__setattr__(self, "encoding", encoding)
+        object.__setattr__(self, "delimiter", delimiter)
 
 
 def _read_text(path: Path, encoding: str) -> str:
@@ -112,7 +117,7 @@ def read_movietweetings(ratings_path: Path, movies_path: Path, encoding: str = "
     ratings, ids, hashed = parse_log(user, item, rating, ts, item_ids, where)
     items = Items(item_id=ids, title=pc.list_element(tail, 0), genres=pc.list_element(tail, 1),
                   item_text=item_ids if hashed else None)
-    unique_items(items, movies_path)
+    check_unique_items(items, movies_path)
     return ratings, items
 
 
@@ -129,18 +134,19 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
     except UnicodeDecodeError as err:
         raise RatingsImportError(f"{path}: not {encoding} text: name the file's encoding (--encoding)") from err
     fields = [name.strip() for name in next(csv.reader([first.removeprefix(BOM)], delimiter=dialect.delimiter), [])]
-    names = fields if dialect.header else [*required, *optional, *(f"extra_{k}" for k in range(len(fields)))][
-        :len(fields)]
+    positional = (*required, *optional)
+    names = fields if dialect.header else [positional[k] if k < len(positional) else f"extra_{k}"
+                                           for k in range(len(fields))]
     if not dialect.header and len(fields) < len(required):
         raise RatingsImportError(f"{path}:1: {len(fields)} field(s): a file without a header needs "
                                  f"{', '.join(required)} in this order")
-    source = {c: columns.get(c, c) for c in (*required, *optional)}
+    source = {c: columns.get(c, c) for c in positional}
     missing = [source[c] for c in required if source[c] not in names]
     if missing:
         raise RatingsImportError(f"{path}: missing column(s) {', '.join(missing)}: the header must name "
                                  f"{', '.join(source[c] for c in required)} (found {', '.join(names) or 'nothing'}; "
                                  f"--column maps a contract name to yours)")
-    wanted = {c: source[c] for c in (*required, *optional) if source[c] in names}
+    wanted = {c: source[c] for c in positional if source[c] in names}
     try:
         read = pacsv.ReadOptions(encoding=encoding, column_names=None if dialect.header else names)
         table = pacsv.read_csv(path, read_options=read,
@@ -163,13 +169,13 @@ def read_csv_log(ratings_path: Path, items_path: Path | None,
     """A CSV log `user_id,item_id,rating,timestamp[,platform]` and its items `item_id,title,genres[,price]`
     (genres '|'-separated, may be empty), written in `dialect`. Without an items file (a log of
     ratings alone) every rated item is an item whose title is its own id and which has no genre."""
-    dialect = dialect.checked()
-    col = _read_csv(ratings_path, RATINGS_COLUMNS, ("platform",), dialect)
+    col = _read_csv(ratings_path, RATINGS_COLUMNS, RATINGS_OPTIONAL, dialect)
     platform = None
     if "platform" in col:
         blank = pc.equal(pc.utf8_trim_whitespace(col["platform"]), "")
         platform = pc.if_else(blank, pa.scalar(None, pa.string()), col["platform"])
-    item_col = _read_csv(items_path, ITEMS_COLUMNS, ("price",), dialect) if items_path else _items_of(col["item_id"])
+    item_col = (_read_csv(items_path, ITEMS_COLUMNS, ITEMS_OPTIONAL, dialect) if items_path
+                else _items_of(col["item_id"]))
     ratings, ids, hashed = parse_log(col["user_id"], col["item_id"], col["rating"], col["timestamp"],
                                      item_col["item_id"], ((ratings_path, None), (items_path, None)), platform)
     price = None
@@ -181,7 +187,7 @@ def read_csv_log(ratings_path: Path, items_path: Path | None,
         price = pa.array(values, pa.float64(), mask=blank)
     items = Items(item_id=ids, title=item_col["title"], genres=item_col["genres"], price=price,
                   item_text=item_col["item_id"] if hashed else None)
-    unique_items(items, items_path)
+    check_unique_items(items, items_path)
     return ratings, items
 
 
@@ -199,7 +205,6 @@ def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None,
     movietweetings format takes the dialect's encoding only."""
     if fmt not in FORMATS:
         raise RatingsImportError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    dialect = dialect.checked()
     if fmt == "movietweetings":
         if dialect.columns or dialect.delimiter != "," or not dialect.header:
             raise RatingsImportError("--column, --delimiter and --no-header describe CSV files: the movietweetings "

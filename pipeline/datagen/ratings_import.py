@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from pipeline.contracts import features as F
 from pipeline.contracts import inputs, raw
-from pipeline.datagen.ratings_formats import FORMATS, ITEMS_COLUMNS, RATINGS_COLUMNS, CsvDialect, read_log
+from pipeline.datagen.ratings_formats import CSV_COLUMNS, FORMATS, CsvDialect, read_log
 from pipeline.datagen.ratings_read import Items, Ratings, RatingsImportError
 from pipeline.datagen.ratings_rows import catalog_table, events_table, repeats
 from pipeline.paths import events_partition, items_partition
@@ -204,8 +204,7 @@ def _write_id_maps(raw_root: Path, ratings: Ratings, items: Items) -> list[str]:
     """id_map/<kind>s.parquet (`source_id`, the log's text; `id`, the contract's) for each kind of id
     that was hashed; a kind that was not has its stale map removed. Returns the hashed kinds."""
     folder = raw_root / ID_MAP_DIR
-    maps = {"user": (ratings.user_text, ratings.user),
-            "item": (items.item_text, items.item_id) if items.item_text is not None else (None, None)}
+    maps = {"user": (ratings.user_text, ratings.user), "item": (items.item_text, items.item_id)}
     hashed = []
     for kind, (text, ids) in maps.items():
         path = folder / f"{kind}s.parquet"
@@ -256,9 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--start", type=_date, help="first UTC day written, YYYY-MM-DD (default: the log's first)")
     parser.add_argument("--end", type=_date, help="last UTC day written (default: the log's last)")
     parser.add_argument("--column", action="append", type=_column, default=[], metavar="CONTRACT=YOURS",
-                        help="csv: the header name of one of "
-                             f"{', '.join(dict.fromkeys((*RATINGS_COLUMNS, *ITEMS_COLUMNS, 'platform', 'price')))} "
-                             "in your files (repeatable), e.g. --column user_id=userId --column item_id=movieId")
+                        help=f"csv: the header name of one of {', '.join(CSV_COLUMNS)} in your files "
+                             "(repeatable), e.g. --column user_id=userId --column item_id=movieId")
     parser.add_argument("--encoding", default="utf-8", help="the files' text encoding (default utf-8; "
                                                             "MovieLens 1M's movies.dat is latin-1)")
     parser.add_argument("--delimiter", default=",", help="csv: the field delimiter (default ','; 'tab' for a TSV)")
@@ -270,10 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _column(value: str) -> tuple[str, str]:
     contract, sep, yours = value.partition("=")
-    names = (*RATINGS_COLUMNS, *ITEMS_COLUMNS, "platform", "price")
-    if not sep or contract.strip() not in names or not yours.strip():
+    if not sep or contract.strip() not in CSV_COLUMNS or not yours.strip():
         raise argparse.ArgumentTypeError(f"{value!r} is not CONTRACT=YOURS with CONTRACT one of "
-                                         f"{', '.join(dict.fromkeys(names))}")
+                                         f"{', '.join(CSV_COLUMNS)}")
     return contract.strip(), yours.strip()
 
 

@@ -82,27 +82,37 @@ def _where(path: Path, numbers: np.ndarray | None, index: int) -> str:
     return f"{path}:{numbers[index]}" if numbers is not None else f"{path}: data row {index + 1}"
 
 
-def _first_non_id(*columns: pa.Array) -> str | None:
-    """The first value of the columns that is not an integer >= 1 (the contract's own ids), or None."""
+def _integer_ids(*columns: pa.Array) -> list[np.ndarray] | None:
+    """Each column as int64 when every value of every column is an integer in [1, 2**63) (the
+    contract's own ids, kept); None otherwise (then every id of the kind is hashed)."""
+    out = []
     for values in columns:
-        ok = pc.fill_null(pc.match_substring_regex(values, _INT.pattern), False).to_numpy(zero_copy_only=False)
-        if ok.all():
-            try:
-                ok = pc.cast(pc.utf8_trim_whitespace(values), pa.int64()).to_numpy() >= 1
-            except pa.ArrowInvalid:           # an integer past int64: an id, not a number
-                ok = np.array([1 <= int(v) < 2**63 for v in values.to_pylist()])
-        if not ok.all():
-            return values[int(np.flatnonzero(~ok)[0])].as_py()
-    return None
+        if not pc.fill_null(pc.match_substring_regex(values, _INT.pattern), False).to_numpy(
+                zero_copy_only=False).all():
+            return None
+        try:
+            ids = pc.cast(pc.utf8_trim_whitespace(values), pa.int64()).to_numpy()
+        except pa.ArrowInvalid:           # an integer past int64: an id, not a number
+            return None
+        if (ids < 1).any():
+            return None
+        out.append(ids)
+    return out
 
 
-def _ids(values: pa.Array, what: str, path: Path, numbers: np.ndarray | None, hashed: bool) -> np.ndarray:
-    """Contract ids: the integers themselves, or `contract_id` of each distinct text when `hashed`."""
+def _warn_hashed(kind: str, *columns: pa.Array) -> None:
+    """Say that a kind of ids is hashed, naming the first value that was not one of the contract's."""
+    odd = next((v for values in columns for v in pc.unique(values).to_pylist()
+                if not _INT.match(v) or not 1 <= int(v) < 2**63), "")
+    log.warning("the %s ids are not all integers >= 1 (e.g. %r): every %s id is replaced by its contract_id "
+                "(a stable hash; the mapping is written to id_map/)", kind, odd, kind)
+
+
+def _hashed_ids(values: pa.Array, what: str, path: Path, numbers: np.ndarray | None) -> np.ndarray:
+    """`contract_id` of each value, computed once per distinct text; an empty id is refused."""
     blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(values), ""), True).to_numpy(zero_copy_only=False)
     if blank.any():
         raise RatingsImportError(f"{_where(path, numbers, int(np.flatnonzero(blank)[0]))}: {what} is empty")
-    if not hashed:
-        return pc.cast(pc.utf8_trim_whitespace(values), pa.int64()).to_numpy()
     encoded = pc.dictionary_encode(values)
     lookup = np.array([contract_id(v) for v in encoded.dictionary.to_pylist()], np.int64)
     return lookup[encoded.indices.to_numpy()]
@@ -154,21 +164,23 @@ def parse_log(user, item, rating, ts, item_ids, where: tuple, platform=None) -> 
     """Ratings from string columns, the items file's contract ids, and whether item ids were hashed
     (the ratings' and the items file's together)."""
     (ratings_path, ratings_numbers), (items_path, items_numbers) = where
-    odd_user, odd_item = _first_non_id(user), _first_non_id(item, item_ids)
-    hash_users, hash_items = odd_user is not None, odd_item is not None
-    for kind, odd in (("user", odd_user), ("item", odd_item)):
-        if odd is not None:
-            log.warning("the %s ids are not all integers >= 1 (e.g. %r): every %s id is replaced by its "
-                        "contract_id (a stable hash; the mapping is written to id_map/)", kind, odd, kind)
-    ratings = Ratings(user=_ids(user, "user_id", ratings_path, ratings_numbers, hash_users),
-                      item=_ids(item, "item_id", ratings_path, ratings_numbers, hash_items),
+    users, items = _integer_ids(user), _integer_ids(item, item_ids)
+    hash_users, hash_items = users is None, items is None
+    if hash_users:
+        _warn_hashed("user", user)
+        users = [_hashed_ids(user, "user_id", ratings_path, ratings_numbers)]
+    if hash_items:
+        _warn_hashed("item", item, item_ids)
+        items = [_hashed_ids(item, "item_id", ratings_path, ratings_numbers),
+                 _hashed_ids(item_ids, "item_id", items_path, items_numbers)]
+    ratings = Ratings(user=users[0], item=items[0],
                       rating=parse_numbers(rating, "rating", ratings_path, ratings_numbers),
                       ts_us=_timestamps(ts, ratings_path, ratings_numbers), platform=platform,
                       user_text=user if hash_users else None, item_text=item if hash_items else None)
-    return ratings, _ids(item_ids, "item_id", items_path, items_numbers, hash_items), hash_items
+    return ratings, items[1], hash_items
 
 
-def unique_items(items: Items, path: Path) -> None:
+def check_unique_items(items: Items, path: Path) -> None:
     ids, index, counts = np.unique(items.item_id, return_index=True, return_counts=True)
     if (counts > 1).any():
         first = int(index[np.flatnonzero(counts > 1)[0]])
