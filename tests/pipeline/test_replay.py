@@ -7,6 +7,8 @@ import pytest
 
 from pipeline import replay, run_config
 from pipeline.contracts import manifest as M
+from pipeline.contracts import serving
+from pipeline.paths import RunPaths
 
 pytestmark = pytest.mark.integration
 
@@ -17,8 +19,9 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     raw = tmp_path / "raw"
     assert ratings_import.main(["--out", str(raw), "--start", "2013-08-28", "--end", "2013-08-31"]) == 0
     sets = {k: v for k, v in run_config.flat(tiny_config).items() if not k.startswith("data.")}
+    # Every candidate is blessed (no floor, no drop or lift rule): night 2 pushes version 2.
     sets.update({"window.train_days": 2, "train.epochs": 1, "train.workers": 1, "eval.min_auc": 0.0,
-                 "train.incremental": True})
+                 "eval.max_auc_drop": None, "eval.min_lift_over_baseline": None, "train.incremental": True})
     work = tmp_path / "replay"
     config = replay.replay_config(work, raw, None, sets)
     start = dt.date(2013, 8, 30)
@@ -51,9 +54,16 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     card = json.loads((runs / "2013-08-31" / replay.RUN_ID / "train" / "model_card.json").read_text())
     assert card["training"]["mode"] == "incremental" and card["metrics"]["warm_start_variables"] > 0
 
-    # Killed after night 2's push, before its record: the resumed night is judged against what
-    # night 1 left serving (re-served), not against night 2's own first candidate.
+    # Killed after night 2's push, before its record: a resumed replay first re-serves what night 1
+    # left (version 1), so the re-run night 2 is judged against night 1's model, not its own first
+    # candidate. Resuming with night 2 still to run re-serves before it trains; resuming with
+    # nothing left to run shows the same re-serve without training night 2 again.
+    assert two["pushed"] and two["served_version"] == 2
     (work / "replay.json").write_text(json.dumps(first))           # the record as night 1 left it
-    again = replay.run(config, work, start, 2)["nights"][1]
-    assert again["served_auc"] == pytest.approx(again["next_day"]["gate"], abs=1e-6)
-    assert again["served_auc"] == pytest.approx(two["served_auc"], abs=1e-6)     # night 1's model, as before
+    replay.run(config, work, start, 1)
+    base = RunPaths.for_run(config, "2013-08-31", replay.RUN_ID).model_base
+    served = serving.version_dir(base, serving.served_version(base))       # a rollback re-publishes
+    weights = {v: (serving.version_dir(base, v) / "variables/variables.data-00000-of-00001").read_bytes()
+               for v in (1, 2)}
+    assert served.name == "3" and weights[1] != weights[2]
+    assert (served / "variables/variables.data-00000-of-00001").read_bytes() == weights[1]
