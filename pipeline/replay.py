@@ -28,6 +28,7 @@ from pipeline import orchestration as orch
 from pipeline import replay_policies as P
 from pipeline import run_config
 from pipeline.config import Config, ConfigError, load_config
+from pipeline.contracts import serving
 from pipeline.fsutil import write_json_atomic
 from pipeline.paths import RunPaths, parse_date
 
@@ -95,7 +96,8 @@ def _serve_as_recorded(config: Config, last: dict[str, Any]) -> None:
     """A night killed after its push left its version serving: the resumed night must be judged
     against what the last finished night left, so that version is re-served (push's rollback)."""
     paths = RunPaths.for_run(config, last["date"], RUN_ID)
-    if last.get("served_version") is None or _served_version(paths) == last["served_version"]:
+    recorded, now = last.get("served_version"), _served_version(paths)
+    if recorded is None or now == recorded or _same_model(paths.model_base, now, recorded):
         return
     rollback = importlib.import_module("components.push.rollback").rollback
     log.warning("replay: version %s serves, the last finished night left version %s: re-serving it",
@@ -103,13 +105,20 @@ def _serve_as_recorded(config: Config, last: dict[str, Any]) -> None:
     rollback(config, "replay resumed after a killed night", to_version=last["served_version"])
 
 
+def _same_model(model_base: Path, served: int | None, recorded: int) -> bool:
+    """Whether the served version is a copy of the recorded one (an earlier resume re-served it:
+    a rollback re-publishes under a new number), so a second resume does not copy it again."""
+    if served is None or not serving.version_dir(model_base, recorded).is_dir():
+        return False
+    return serving.model_digest(serving.version_dir(model_base, served)) == serving.model_digest(
+        serving.version_dir(model_base, recorded))
+
+
 def _get(results: dict, step: str, key: str):
     return results.get(step, {}).get(key)
 
 
 def _served_version(paths: RunPaths) -> int | None:
-    from pipeline.contracts import serving
-
     return serving.served_version(paths.model_base)
 
 

@@ -67,3 +67,5 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
                for v in (1, 2)}
     assert served.name == "3" and weights[1] != weights[2]
     assert (served / "variables/variables.data-00000-of-00001").read_bytes() == weights[1]
+    replay.run(config, work, start, 1)                            # resumed again: already re-served
+    assert serving.served_version(base) == 3
