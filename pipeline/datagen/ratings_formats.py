@@ -1,12 +1,16 @@
 """The file formats `python -m pipeline import-ratings` reads: MovieTweetings' (also MovieLens
-1M's) '::'-separated ratings.dat and movies.dat, and CSV files with a header.
+1M's) '::'-separated ratings.dat and movies.dat, CSV files (with a header or without), and JSON
+Lines (one object per line: Amazon Reviews, Yelp, Goodreads).
 
-What real files differ in, and how each is read:
-- column names and delimiter (`CsvDialect`): the CSV header names `user_id,item_id,rating,timestamp`
-  (and `item_id,title,genres`) unless `columns` maps them to the log's own (MovieLens' `userId`,
-  `movieId`); fields are separated by commas unless told (a TSV, a European Excel's ';').
+What real files differ in, and how each is read (`LogDialect`):
+- field names: `user_id,item_id,rating,timestamp` (and `item_id,title,genres`) unless `columns`
+  maps them to the log's own (MovieLens' `userId`, `movieId`; Amazon's `parent_asin`); a CSV
+  without a header has them in the contract's order unless `order` names its columns.
+- delimiter: commas unless told (a TSV, a European Excel's ';').
 - text encoding: UTF-8 unless told (MovieLens 1M's movies.dat is Latin-1); a byte-order mark at
   the start (Excel's "CSV UTF-8") is not part of the first value.
+- times without a zone offset: refused unless the log's time zone is named (`time_zone`).
+- JSON values: numbers and strings are read as text, a list (Amazon's categories) is '|'-joined.
 The values are parsed by ratings_read.py.
 """
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import codecs
 import csv
 import logging
+import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from pipeline.config_sections import PROJECT_ROOT
+from pipeline.datagen.ratings_jsonl import read_jsonl
 from pipeline.datagen.ratings_read import (
     BOM,
     Items,
@@ -35,7 +41,7 @@ from pipeline.datagen.ratings_read import (
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("movietweetings", "csv")
+FORMATS = ("movietweetings", "csv", "jsonl")
 MOVIETWEETINGS_DIR = PROJECT_ROOT / "data" / "movietweetings-100k"
 RATINGS_COLUMNS = ("user_id", "item_id", "rating", "timestamp")     # a CSV log's header, in this order
 RATINGS_OPTIONAL = ("platform",)                                    # ... then these when present
@@ -45,14 +51,16 @@ CSV_COLUMNS = tuple(dict.fromkeys((*RATINGS_COLUMNS, *RATINGS_OPTIONAL, *ITEMS_C
 
 
 @dataclass(frozen=True)
-class CsvDialect:
-    """How a user's CSV files are written: header names (contract name -> theirs), text encoding,
-    field delimiter (one character; "tab" for a TSV)."""
+class LogDialect:
+    """How a user's log files are written: field names (contract name -> theirs; in a CSV without a
+    header, the column's number, 1 = first), text encoding, CSV delimiter (one character; "tab"
+    for a TSV), whether a CSV has a header, and the time zone of times without an offset."""
 
     columns: dict[str, str] = field(default_factory=dict)
     encoding: str = "utf-8"
     delimiter: str = ","
-    header: bool = True          # False: no header line, the columns in the contract's order
+    header: bool = True          # False: no header line; columns by number, else in the contract's order
+    time_zone: str | None = None  # an IANA zone (Europe/Berlin) for times written without an offset
 
     def __post_init__(self):
         """Checked and normalised once, where it is made: a codec's own name, 'tab' as a tab."""
@@ -64,11 +72,26 @@ class CsvDialect:
         if len(delimiter) != 1 or delimiter in "\"\r\n":
             raise RatingsImportError(f"the delimiter must be one character other than a quote or a line end "
                                      f"(or 'tab'), not {self.delimiter!r}")
-        if not self.header and self.columns:
-            raise RatingsImportError("--column names header columns: a file without a header has its columns in "
-                                     "the contract's order")
+        numbered = [v for v in self.columns.values() if not (v.isdigit() and int(v) >= 1)]
+        if not self.header and numbered:
+            raise RatingsImportError(f"a file without a header names its columns by number (1 = first), not "
+                                     f"{numbered[0]!r}: --column user_id=2")
+        if self.time_zone is not None:
+            try:
+                zoneinfo.ZoneInfo(self.time_zone)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError) as err:
+                raise RatingsImportError(f"unknown time zone {self.time_zone!r}: an IANA name such as "
+                                         f"UTC or America/Los_Angeles") from err
         object.__setattr__(self, "encoding", encoding)
         object.__setattr__(self, "delimiter", delimiter)
+
+    def source(self, names: tuple[str, ...]) -> dict[str, str]:
+        """The file's own name of each contract field in `names` (a headerless CSV's: column numbers)."""
+        if self.header:
+            return {c: self.columns.get(c, c) for c in names}
+        taken = {self.columns[c] for c in names if c in self.columns}     # a default never reads those
+        default = {c: str(k) for k, c in enumerate(names, 1) if str(k) not in taken}
+        return {c: self.columns.get(c, default.get(c, "")) for c in names}
 
 
 def _read_text(path: Path, encoding: str) -> str:
@@ -122,10 +145,10 @@ def read_movietweetings(ratings_path: Path, movies_path: Path, encoding: str = "
 
 
 def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
-              dialect: CsvDialect) -> dict[str, pa.Array]:
-    """The named columns of a CSV file with a header, as strings by their contract names (parsed and
-    checked by the caller); `dialect.columns` maps a contract name to the file's own."""
-    columns, encoding = dialect.columns, dialect.encoding
+              dialect: LogDialect) -> dict[str, pa.Array]:
+    """The named columns of a CSV file, as strings by their contract names (parsed and checked by
+    the caller); `dialect` says the file's own names (or column numbers)."""
+    encoding = dialect.encoding
     try:
         with open(path, encoding=encoding, newline="") as file:
             first = file.readline()
@@ -135,13 +158,12 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
         raise RatingsImportError(f"{path}: not {encoding} text: name the file's encoding (--encoding)") from err
     fields = [name.strip() for name in next(csv.reader([first.removeprefix(BOM)], delimiter=dialect.delimiter), [])]
     positional = (*required, *optional)
-    names = fields if dialect.header else [positional[k] if k < len(positional) else f"extra_{k}"
-                                           for k in range(len(fields))]
-    if not dialect.header and len(fields) < len(required):
-        raise RatingsImportError(f"{path}:1: {len(fields)} field(s): a file without a header needs "
-                                 f"{', '.join(required)} in this order")
-    source = {c: columns.get(c, c) for c in positional}
+    names = fields if dialect.header else [str(k) for k in range(1, len(fields) + 1)]
+    source = dialect.source(positional)
     missing = [source[c] for c in required if source[c] not in names]
+    if missing and not dialect.header:
+        raise RatingsImportError(f"{path}:1: {len(fields)} field(s): a file without a header needs "
+                                 f"{', '.join(f'{c} (column {source[c]})' for c in required)}")
     if missing:
         raise RatingsImportError(f"{path}: missing column(s) {', '.join(missing)}: the header must name "
                                  f"{', '.join(source[c] for c in required)} (found {', '.join(names) or 'nothing'}; "
@@ -165,25 +187,32 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
 
 
 def read_csv_log(ratings_path: Path, items_path: Path | None,
-                 dialect: CsvDialect = CsvDialect()) -> tuple[Ratings, Items]:
+                 dialect: LogDialect = LogDialect(), jsonl: bool = False) -> tuple[Ratings, Items]:
     """A CSV log `user_id,item_id,rating,timestamp[,platform]` and its items `item_id,title,genres[,price]`
-    (genres '|'-separated, may be empty), written in `dialect`. Without an items file (a log of
-    ratings alone) every rated item is an item whose title is its own id and which has no genre."""
-    col = _read_csv(ratings_path, RATINGS_COLUMNS, RATINGS_OPTIONAL, dialect)
+    (genres '|'-separated, may be empty), written in `dialect`; `jsonl`: both files are JSON Lines
+    with those fields. Without an items file (a log of ratings alone) every rated item is an item
+    whose title is its own id and which has no genre."""
+    def read(path, required, optional):
+        return read_jsonl(path, required, optional, dialect) if jsonl else (
+            _read_csv(path, required, optional, dialect), None)
+
+    col, numbers = read(ratings_path, RATINGS_COLUMNS, RATINGS_OPTIONAL)
     platform = None
     if "platform" in col:
         blank = pc.equal(pc.utf8_trim_whitespace(col["platform"]), "")
         platform = pc.if_else(blank, pa.scalar(None, pa.string()), col["platform"])
-    item_col = (_read_csv(items_path, ITEMS_COLUMNS, ITEMS_OPTIONAL, dialect) if items_path
-                else _items_of(col["item_id"]))
+    item_col, item_numbers = (read(items_path, ITEMS_COLUMNS, ITEMS_OPTIONAL) if items_path
+                              else (_items_of(col["item_id"]), None))
     ratings, ids, hashed = parse_log(col["user_id"], col["item_id"], col["rating"], col["timestamp"],
-                                     item_col["item_id"], ((ratings_path, None), (items_path, None)), platform)
+                                     item_col["item_id"], ((ratings_path, numbers), (items_path, item_numbers)),
+                                     platform, dialect.time_zone)
     price = None
     if "price" in item_col:
         blank = pc.equal(pc.utf8_trim_whitespace(item_col["price"]), "").to_numpy(zero_copy_only=False)
         values = np.full(len(blank), np.nan)
         if (~blank).any():
-            values[~blank] = parse_numbers(item_col["price"].filter(pa.array(~blank)), "price", items_path, None)
+            values[~blank] = parse_numbers(item_col["price"].filter(pa.array(~blank)), "price", items_path,
+                                           None if item_numbers is None else item_numbers[~blank])
         price = pa.array(values, pa.float64(), mask=blank)
     items = Items(item_id=ids, title=item_col["title"], genres=item_col["genres"], price=price,
                   item_text=item_col["item_id"] if hashed else None)
@@ -200,7 +229,7 @@ def _items_of(rated: pa.Array) -> dict[str, pa.Array]:
 
 
 def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None,
-             dialect: CsvDialect = CsvDialect()) -> tuple[Ratings, Items, Path, Path]:
+             dialect: LogDialect = LogDialect()) -> tuple[Ratings, Items, Path, Path]:
     """Read a log in `fmt` (FORMATS); MovieTweetings defaults to the vendored data set. The
     movietweetings format takes the dialect's encoding only."""
     if fmt not in FORMATS:
@@ -212,8 +241,10 @@ def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None,
         ratings_path = Path(ratings_path or MOVIETWEETINGS_DIR / "ratings.dat")
         items_path = Path(items_path or MOVIETWEETINGS_DIR / "movies.dat")
         return (*read_movietweetings(ratings_path, items_path, dialect.encoding), ratings_path, items_path)
+    if fmt == "jsonl" and (dialect.delimiter != "," or not dialect.header):
+        raise RatingsImportError("--delimiter and --no-header describe CSV files: JSON Lines name their fields")
     if ratings_path is None:
-        raise RatingsImportError("--format csv needs --ratings FILE (user_id,item_id,rating,timestamp) and, "
-                                 "for titles and genres, --items FILE (item_id,title,genres)")
+        raise RatingsImportError(f"--format {fmt} needs --ratings FILE (user_id,item_id,rating,timestamp) and, "
+                                 f"for titles and genres, --items FILE (item_id,title,genres)")
     items = Path(items_path) if items_path else None
-    return (*read_csv_log(Path(ratings_path), items, dialect), Path(ratings_path), items)
+    return (*read_csv_log(Path(ratings_path), items, dialect, jsonl=fmt == "jsonl"), Path(ratings_path), items)

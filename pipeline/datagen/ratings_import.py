@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from pipeline.contracts import features as F
 from pipeline.contracts import inputs, raw
-from pipeline.datagen.ratings_formats import CSV_COLUMNS, FORMATS, CsvDialect, read_log
+from pipeline.datagen.ratings_formats import CSV_COLUMNS, FORMATS, LogDialect, read_log
 from pipeline.datagen.ratings_read import Items, Ratings, RatingsImportError
 from pipeline.datagen.ratings_rows import catalog_table, events_table, repeats
 from pipeline.paths import events_partition, items_partition
@@ -244,24 +244,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", default="movietweetings", metavar="{" + ",".join(FORMATS) + "}",
                         help="movietweetings: '::'-separated ratings.dat and movies.dat; csv: a header "
                              "user_id,item_id,rating,timestamp[,platform] and an items file "
-                             "item_id,title,genres[,price]")
+                             "item_id,title,genres[,price]; jsonl: JSON Lines with those fields (a list of "
+                             "genres or categories is fine)")
     parser.add_argument("--ratings", type=Path, help="the ratings log (default: data/movietweetings-100k/ratings.dat)")
     parser.add_argument("--items", type=Path, help="titles and genres (default: data/movietweetings-100k/movies.dat; "
-                                                   "csv: optional, without it the titles are the item ids)")
+                                                   "csv, jsonl: optional, without it the titles are the item ids)")
     parser.add_argument("--positive-min", type=float,
                         help=f"label = rating >= this (default {MOVIETWEETINGS_POSITIVE_MIN:g} for "
-                             f"movietweetings' 0-10 scale; required for csv)")
+                             f"movietweetings' 0-10 scale; required for csv and jsonl)")
     parser.add_argument("--out", type=Path, help="raw data root (default: config data.raw_root)")
     parser.add_argument("--start", type=_date, help="first UTC day written, YYYY-MM-DD (default: the log's first)")
     parser.add_argument("--end", type=_date, help="last UTC day written (default: the log's last)")
     parser.add_argument("--column", action="append", type=_column, default=[], metavar="CONTRACT=YOURS",
-                        help=f"csv: the header name of one of {', '.join(CSV_COLUMNS)} in your files "
-                             "(repeatable), e.g. --column user_id=userId --column item_id=movieId")
+                        help=f"the name in your files of one of {', '.join(CSV_COLUMNS)} (repeatable), e.g. "
+                             "--column user_id=userId --column item_id=movieId; with --no-header, its column "
+                             "number (1 = first), e.g. --column item_id=1 --column user_id=2")
     parser.add_argument("--encoding", default="utf-8", help="the files' text encoding (default utf-8; "
                                                             "MovieLens 1M's movies.dat is latin-1)")
     parser.add_argument("--delimiter", default=",", help="csv: the field delimiter (default ','; 'tab' for a TSV)")
     parser.add_argument("--no-header", action="store_true",
-                        help="csv: the files have no header line; their columns are in the contract's order")
+                        help="csv: the files have no header line; their columns are in the contract's order "
+                             "unless --column numbers them")
+    parser.add_argument("--time-zone", metavar="ZONE",
+                        help="the IANA time zone (e.g. UTC, America/Phoenix) of timestamps written without a "
+                             "zone offset (default: such timestamps are refused)")
     parser.add_argument("--config", help="params file (default: $RECO_CONFIG or conf/params.yaml)")
     return parser
 
@@ -299,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                                          f"(label = rating >= it)")
             positive_min = MOVIETWEETINGS_POSITIVE_MIN
         cfg = load_config(args.config)
-        dialect = CsvDialect(dict(args.column), args.encoding, args.delimiter, header=not args.no_header)
+        dialect = LogDialect(dict(args.column), args.encoding, args.delimiter, header=not args.no_header,
+                             time_zone=args.time_zone)
         ratings, items, ratings_path, items_path = read_log(args.format, args.ratings, args.items, dialect)
         report = import_ratings(args.out or cfg.data.raw_root, ratings, items, positive_min, args.start, args.end,
                                 fmt=args.format, ratings_file=str(ratings_path), items_file=str(items_path or ""),

@@ -9,7 +9,8 @@ the contract).
   ratings_import.py writes the mapping beside the data (`id_map/`), for translating ids at
   serving time.
 - timestamps: unix seconds (integer or decimal), unix milliseconds (a column of integers all past
-  1e11, which as seconds would be after the year 5000), or ISO 8601 with a zone offset.
+  1e11, which as seconds would be after the year 5000), or ISO 8601 with a zone offset; times
+  without an offset (Yelp's `2016-03-09 00:00:00`) only in a time zone the caller names.
 
 Every input problem is a `RatingsImportError` with a one-line message naming the file (and line or
 row). Parsing is vectorised (numpy, pyarrow); hashing is per distinct id.
@@ -126,10 +127,12 @@ def parse_numbers(values: pa.Array, what: str, path: Path, numbers: np.ndarray |
     return pc.cast(pc.utf8_trim_whitespace(values), pa.float64()).to_numpy()
 
 
-def _timestamps(values: pa.Array, path: Path, numbers: np.ndarray | None) -> np.ndarray:
+def _timestamps(values: pa.Array, path: Path, numbers: np.ndarray | None, time_zone: str | None = None) -> np.ndarray:
     """Unix seconds (integer or decimal) or ISO 8601 with a zone offset, as UTC microseconds. A
     column of integers all in [1e11, 1e14) is unix milliseconds (Amazon Reviews '23 writes them):
-    as seconds every one would be after the year 5000, as milliseconds they span 1973-5138."""
+    as seconds every one would be after the year 5000, as milliseconds they span 1973-5138.
+    Times without an offset are read in `time_zone` when one is named (a wall-clock time the
+    zone's clocks skip, or show twice, is taken as the later, or the earlier, instant)."""
     numeric = pc.fill_null(pc.match_substring_regex(values, _NUMBER), False).to_numpy(zero_copy_only=False)
     if numeric.all():
         if pc.all(pc.match_substring_regex(values, _INT.pattern)).as_py():
@@ -145,13 +148,7 @@ def _timestamps(values: pa.Array, path: Path, numbers: np.ndarray | None) -> np.
         raise RatingsImportError(f"{_where(path, numbers, i)}: timestamp {values[i].as_py()!r} mixes with unix "
                                  f"seconds in the same column")
     else:
-        try:
-            ts_us = pc.cast(pc.cast(pc.utf8_trim_whitespace(values), pa.timestamp("us", tz="UTC")), pa.int64())
-        except pa.ArrowInvalid as err:
-            detail = str(err).splitlines()[0].split(". If these")[0]
-            raise RatingsImportError(f"{path}: timestamp is neither unix seconds nor ISO 8601 with a zone offset "
-                                     f"(the days are UTC days; a time without a zone is ambiguous): {detail}") from err
-        ts_us = ts_us.to_numpy()
+        ts_us = _iso_times(pc.utf8_trim_whitespace(values), path, time_zone)
     late = np.flatnonzero((ts_us < 0) | (ts_us >= _LATEST_US))
     if len(late):
         i = int(late[0])
@@ -160,9 +157,30 @@ def _timestamps(values: pa.Array, path: Path, numbers: np.ndarray | None) -> np.
     return ts_us
 
 
-def parse_log(user, item, rating, ts, item_ids, where: tuple, platform=None) -> tuple[Ratings, np.ndarray, bool]:
+def _iso_times(values: pa.Array, path: Path, time_zone: str | None) -> np.ndarray:
+    """ISO 8601 texts as UTC microseconds: with a zone offset, or without one in `time_zone`."""
+    try:
+        return pc.cast(pc.cast(values, pa.timestamp("us", tz="UTC")), pa.int64()).to_numpy()
+    except pa.ArrowInvalid as err:
+        if time_zone is None:
+            detail = str(err).splitlines()[0].split(". If these")[0]
+            raise RatingsImportError(f"{path}: timestamp is neither unix seconds nor ISO 8601 with a zone offset "
+                                     f"(the days are UTC days; a time without a zone is ambiguous: name the "
+                                     f"log's zone with --time-zone): {detail}") from err
+    try:
+        local = pc.assume_timezone(pc.cast(values, pa.timestamp("us")), time_zone,
+                                   ambiguous="earliest", nonexistent="latest")
+    except pa.ArrowInvalid as err:
+        detail = str(err).splitlines()[0]
+        raise RatingsImportError(f"{path}: timestamp is neither unix seconds nor ISO 8601 (all with a zone offset, "
+                                 f"or all without one, read in {time_zone}): {detail}") from err
+    return pc.cast(local, pa.int64()).to_numpy()
+
+
+def parse_log(user, item, rating, ts, item_ids, where: tuple, platform=None,
+              time_zone: str | None = None) -> tuple[Ratings, np.ndarray, bool]:
     """Ratings from string columns, the items file's contract ids, and whether item ids were hashed
-    (the ratings' and the items file's together)."""
+    (the ratings' and the items file's together); times without an offset are in `time_zone`."""
     (ratings_path, ratings_numbers), (items_path, items_numbers) = where
     users, items = _integer_ids(user), _integer_ids(item, item_ids)
     hash_users, hash_items = users is None, items is None
@@ -175,7 +193,7 @@ def parse_log(user, item, rating, ts, item_ids, where: tuple, platform=None) -> 
                  _hashed_ids(item_ids, "item_id", items_path, items_numbers)]
     ratings = Ratings(user=users[0], item=items[0],
                       rating=parse_numbers(rating, "rating", ratings_path, ratings_numbers),
-                      ts_us=_timestamps(ts, ratings_path, ratings_numbers), platform=platform,
+                      ts_us=_timestamps(ts, ratings_path, ratings_numbers, time_zone), platform=platform,
                       user_text=user if hash_users else None, item_text=item if hash_items else None)
     return ratings, items[1], hash_items
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import subprocess
 import sys
 
@@ -282,7 +283,7 @@ def test_a_tab_or_semicolon_separated_log_reads_like_the_csv(tmp_path):
         tsv.write_text(ratings_file.read_text().replace(",", delimiter))
         items_tsv = tmp_path / f"items-{ord(delimiter)}.txt"
         items_tsv.write_text(items_file.read_text().replace(",", delimiter))
-        ratings, items = rf.read_csv_log(tsv, items_tsv, rf.CsvDialect(delimiter=name))
+        ratings, items = rf.read_csv_log(tsv, items_tsv, rf.LogDialect(delimiter=name))
         assert ratings.ts_us.tolist() == expected.ts_us.tolist() and len(items.item_id) == len(MOVIES)
 
 
@@ -299,11 +300,93 @@ def test_a_ratings_only_log_without_header_imports_with_items_titled_by_their_id
     rated = {f"B00{i:07d}" for _, i, _, _ in RATINGS}
     assert {r[F.TITLE] for r in catalog} == rated and {r[F.CATEGORY] for r in catalog} == {rw.NO_GENRE}
     assert {r[F.ITEM_ID] for r in catalog} == {rr.contract_id(t) for t in rated}
-    with pytest.raises(rr.RatingsImportError, match="a file without a header needs user_id, item_id, rating"):
+    with pytest.raises(rr.RatingsImportError, match=r"a file without a header needs user_id \(column 1\), item_"):
         (tmp_path / "short.csv").write_text("1,10\n")
-        rf.read_csv_log(tmp_path / "short.csv", None, rf.CsvDialect(header=False))
-    with pytest.raises(rr.RatingsImportError, match="--column names header columns"):
-        rf.read_csv_log(log_file, None, rf.CsvDialect({"user_id": "u"}, header=False))
+        rf.read_csv_log(tmp_path / "short.csv", None, rf.LogDialect(header=False))
+    with pytest.raises(rr.RatingsImportError, match="names its columns by number .* not 'u'"):
+        rf.read_csv_log(log_file, None, rf.LogDialect({"user_id": "u"}, header=False))
+
+
+def test_a_headerless_log_in_another_order_names_its_columns_by_number(tmp_path):
+    """Amazon's 2018 ratings-only files put the item first: `item,user,rating,time`; the items
+    file, headerless too, keeps its own order (a number maps only the file that has that field)."""
+    swapped, items_file = tmp_path / "ratings_Books.csv", tmp_path / "items.csv"
+    swapped.write_text("".join(f"{i},{u},{r},{t}\n" for u, i, r, t in RATINGS))
+    items_file.write_text("".join(f"{i},{title},{genres}\n" for i, (title, genres) in MOVIES.items()))
+    dialect = rf.LogDialect({"item_id": "1", "user_id": "2"}, header=False)
+    ratings, items = rf.read_csv_log(swapped, items_file, dialect)
+    expected, _ = rf.read_movietweetings(*_movietweetings(tmp_path))
+    assert ratings.user.tolist() == expected.user.tolist() and ratings.item.tolist() == expected.item.tolist()
+    assert items.item_id.tolist() == list(MOVIES) and items.title.to_pylist()[0] == MOVIES[10][0]
+    with pytest.raises(rr.RatingsImportError, match=r"needs user_id \(column 2\), item_id \(column 1\), rating \(c"):
+        rf.read_csv_log(swapped, None, rf.LogDialect({"item_id": "1", "user_id": "2", "rating": "7"}, header=False))
+
+
+def test_times_without_an_offset_are_read_in_the_named_zone(tmp_path):
+    """Yelp writes `2016-03-09 00:00:00` with no zone: refused, unless --time-zone names it; a
+    wall-clock time the zone skips (spring forward) is the instant after the gap."""
+    ratings_file, items_file = _csv(tmp_path, platform=False)
+    ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01 23:30:00\n"
+                            "2,20,9,2024-03-31T02:30:00\n")
+    with pytest.raises(rr.RatingsImportError, match="name the log's zone with --time-zone"):
+        rf.read_csv_log(ratings_file, items_file)
+    ratings, _ = rf.read_csv_log(ratings_file, items_file, rf.LogDialect(time_zone="Europe/Berlin"))
+    utc = [dt.datetime.fromtimestamp(us / 1e6, dt.UTC) for us in ratings.ts_us.tolist()]
+    assert utc == [dt.datetime(2024, 1, 1, 22, 30, tzinfo=dt.UTC), dt.datetime(2024, 3, 31, 1, 0, tzinfo=dt.UTC)]
+    ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01 23:30:00\n"
+                            "2,20,9,2024-01-02T00:30:00+01:00\n")
+    with pytest.raises(rr.RatingsImportError, match="all with a zone offset, or all without one, read in Europe/Ber"):
+        rf.read_csv_log(ratings_file, items_file, rf.LogDialect(time_zone="Europe/Berlin"))
+    with pytest.raises(rr.RatingsImportError, match="unknown time zone 'Mars/Olympus'"):
+        rf.LogDialect(time_zone="Mars/Olympus")
+
+
+def _amazon_jsonl(tmp_path):
+    """Amazon Reviews '23's two files, shaped as they come: text ids, float ratings, ms times,
+    fields nobody maps (review text, nested images, a details object), category lists."""
+    reviews, meta = tmp_path / "Books.jsonl", tmp_path / "meta_Books.jsonl"
+    reviews.write_text("".join(json.dumps({
+        "rating": r / 2, "title": "ok", "text": "long review", "images": [{"url": "x"}],
+        "asin": f"X{i}", "parent_asin": f"B00{i:07d}", "user_id": f"AE{u:05d}Q", "timestamp": t * 1000,
+        "helpful_vote": 0, "verified_purchase": True}) + "\n" for u, i, r, t in RATINGS))
+    meta.write_text("".join(json.dumps({
+        "main_category": "Books", "title": title, "categories": [g for g in genres.split("|") if g],
+        "price": i / 10 if i % 20 else None, "details": {"Publisher": "P"}, "parent_asin": f"B00{i:07d}"}) + "\n"
+        for i, (title, genres) in MOVIES.items()))
+    return reviews, meta
+
+
+def test_a_json_lines_log_reads_like_the_csv(tmp_path):
+    reviews, meta = _amazon_jsonl(tmp_path)
+    dialect = rf.LogDialect({"item_id": "parent_asin", "genres": "categories"})
+    ratings, items = rf.read_csv_log(reviews, meta, dialect, jsonl=True)
+    expected, expected_items = rf.read_movietweetings(*_movietweetings(tmp_path))
+    assert ratings.ts_us.tolist() == expected.ts_us.tolist() and ratings.rating.tolist() == [
+        r / 2 for *_, r, _ in RATINGS]
+    assert ratings.item_text.to_pylist() == [f"B00{i:07d}" for _, i, _, _ in RATINGS]
+    assert items.genres.to_pylist() == expected_items.genres.to_pylist()
+    assert items.price.to_pylist() == [None if i % 20 == 0 else i / 10 for i in MOVIES]
+    out = subprocess.run([sys.executable, "-m", "pipeline", "import-ratings", "--format", "jsonl", "--ratings",
+                          str(reviews), "--items", str(meta), "--column", "item_id=parent_asin", "--column",
+                          "genres=categories", "--positive-min", "4", "--out", str(tmp_path / "raw")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert '"events": 8' in out.stdout and "read as unix milliseconds" in out.stderr
+    assert {r[F.CATEGORY] for r in _items(tmp_path / "raw", DAY2).to_pylist()} >= {"Drama", "Comedy", "Action"}
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"user_id": 1, "item_id": 10, "rating": 4', r"Books.jsonl:2: not a JSON object"),
+    ('[1, 10, 4, 100]', r"Books.jsonl:2: not a JSON object: '\[1, 10"),
+    ('{"user_id": 1, "item_id": 10, "rating": 4}', r"Books.jsonl:2: no field 'timestamp'"),
+    ('{"user_id": {"id": 1}, "item_id": 10, "rating": 4, "timestamp": 100}', r"Books.jsonl:2: field 'user_id' holds"),
+    ('{"user_id": 1, "item_id": 10, "rating": "good", "timestamp": 100}', r"Books.jsonl:2: rating 'good' is not a n"),
+])
+def test_bad_json_lines_name_file_and_line(tmp_path, line, message):
+    reviews = tmp_path / "Books.jsonl"
+    reviews.write_text('{"user_id": 1, "item_id": 10, "rating": 4, "timestamp": 100}\n' + line + "\n")
+    with pytest.raises(rr.RatingsImportError, match=message):
+        rf.read_csv_log(reviews, None, jsonl=True)
 
 
 def test_integer_timestamps_past_1e11_are_milliseconds(tmp_path):
@@ -393,8 +476,8 @@ def test_text_ids_are_hashed_stably_and_mapped_back(tmp_path):
     ratings_file, items_file = _text_id_log(tmp_path, "latin-1")
     columns = dict(c.split("=") for c in TEXT_COLUMNS[1::2])
     with pytest.raises(rr.RatingsImportError, match=r"products.csv: not utf-8 text: name the file's encoding"):
-        rf.read_csv_log(ratings_file, items_file, rf.CsvDialect(columns))
-    ratings, items = rf.read_csv_log(ratings_file, items_file, rf.CsvDialect(columns, encoding="latin-1"))
+        rf.read_csv_log(ratings_file, items_file, rf.LogDialect(columns))
+    ratings, items = rf.read_csv_log(ratings_file, items_file, rf.LogDialect(columns, encoding="latin-1"))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
     assert report.hashed_ids == ["user", "item"] and report.events == len(RATINGS)
     events = [e for day in (DAY1, DAY2) for e in _events(tmp_path / "raw", day)]
@@ -460,7 +543,7 @@ def test_real_days_with_imdb_ids_pass_validate_like_the_integer_import(tmp_path)
         writer.writerows(zip([f"tt{i:07d}" for i in items.item_id], items.title.to_pylist(),
                              items.genres.to_pylist(), strict=True))
     text_ratings, text_items = rf.read_csv_log(ratings_file, items_file,
-                                               rf.CsvDialect({"user_id": "userId", "item_id": "movieId"}))
+                                               rf.LogDialect({"user_id": "userId", "item_id": "movieId"}))
     report = ri.import_ratings(tmp_path / "raw", text_ratings, text_items, ri.MOVIETWEETINGS_POSITIVE_MIN,
                                dt.date(2013, 8, 29), dt.date(2013, 9, 1))
     assert report.hashed_ids == ["item"] and [d["events"] for d in report.days] == [654, 759, 1080, 799]
