@@ -53,6 +53,9 @@ def test_a_replay_runs_the_chain_records_what_was_served_and_continues_after_its
     assert plan2["splits"]["train"]["examples"] == plan1["splits"]["eval"]["examples"]
     card = json.loads((runs / "2013-08-31" / replay.RUN_ID / "train" / "model_card.json").read_text())
     assert card["training"]["mode"] == "incremental" and card["metrics"]["warm_start_variables"] > 0
+    logs = [(runs / d / replay.RUN_ID / "train" / "logs" / "worker-0.log").read_text() for d in ("2013-08-30",
+                                                                                                "2013-08-31")]
+    assert "image code fitted" in logs[0] and "image code kept from the warm start" in logs[1]   # no second fit
 
     # Killed after night 2's push, before its record: a resumed replay first re-serves what night 1
     # left (version 1), so the re-run night 2 is judged against night 1's model, not its own first

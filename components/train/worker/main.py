@@ -139,14 +139,14 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
     with strategy.scope():
         model = compile_model(build_model(config.model, vocab, lab_options().interactions), config.train, replicas)
         _join_in_step(model, strategy, config, train_split)
-        _fit_image_code(model, train_split)
         warm = _warm_start(model, config, paths, plan)
+        _fit_image_code(model, train_split, warm)
     log.info("model built: %d parameters", model.count_params())
 
     fitted, summaries = _fit(strategy, model, config, paths, task, (train_split, valid_split), global_batch, beat)
     if beat:
         beat.phase = FINISH          # the chief evaluates and exports alone: no steps from here
-    fitted["train_metrics"]["warm_start_variables"] = float(warm)
+    fitted["train_metrics"]["warm_start_variables"] = float(len(warm))
     result = None
     if task.is_chief:
         result = chief.finish(config, paths, chief.Trained(
@@ -210,12 +210,15 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
             "train_seconds": time.time() - started}, summaries
 
 
-def _fit_image_code(model, split) -> None:
-    """The image code is fitted to this run's catalog (din.py), before a warm start, which
-    keeps the served model's code together with the weights that read it. After _join_in_step,
-    which checks the item table is there."""
-    from components.train.model.din import fit_image_code
+def _fit_image_code(model, split, warmed: tuple[str, ...]) -> None:
+    """The image code is fitted to this run's catalog (din.py) unless the warm start set it: the
+    served model's code stays with the weights that read it, and its fit (a PCA of the catalog's
+    images) is skipped. After _join_in_step, which checks the item table is there."""
+    from components.train.model.din import ImageCode, fit_image_code
 
+    if any(isinstance(layer, ImageCode) and layer.projection.name in warmed for layer in model.submodules):
+        log.info("image code kept from the warm start")
+        return
     images = item_content(str(split.item_table))[IT.IMAGE]
     if fit_image_code(model, images):
         log.info("image code fitted to the item table's %d items", len(images))
@@ -239,8 +242,8 @@ def _plan(data_dir: Path, paths: RunPaths) -> Plan:
     return Plan.from_json(recorded, paths.train_dates)
 
 
-def _warm_start(model, config: Config, paths: RunPaths, plan: Plan) -> int:
-    """Variables initialised from the served model (0 = cold start). A backup, if any, still
+def _warm_start(model, config: Config, paths: RunPaths, plan: Plan) -> tuple[str, ...]:
+    """The variables initialised from the served model (none: a cold start). A backup, if any, still
     wins: BackupAndRestore restores over these values when fit() starts. An incremental night
     continues the version its plan names, whatever serves now."""
     from components.train.worker.warm_start import refitted_days, warm_start
@@ -252,7 +255,7 @@ def _warm_start(model, config: Config, paths: RunPaths, plan: Plan) -> int:
                                     f"longer in {paths.model_base}: re-run preprocess to plan again")
         return warm_start(model, served_dir, paths.transform_dir, config.model.oov_buckets)
     if config.train.warm_start != "served":
-        return 0
+        return ()
 
     served = serving.served_version(paths.model_base)
     served_dir = serving.version_dir(paths.model_base, served) if served is not None else None

@@ -79,17 +79,18 @@ def initial_weights(model, served_dir: Path, transform_dir: Path, oov_buckets: i
     return out
 
 
-def warm_start(model, served_dir: Path | None, transform_dir: Path, oov_buckets: int) -> int:
-    """Assign the served model's weights to `model` (inside the strategy's scope); variables set."""
+def warm_start(model, served_dir: Path | None, transform_dir: Path, oov_buckets: int) -> tuple[str, ...]:
+    """Assign the served model's weights to `model` (inside the strategy's scope); the names of
+    the variables set."""
     if served_dir is None:
         log.info("warm start: no model is served yet, training from scratch")
-        return 0
+        return ()
     values = initial_weights(model, served_dir, transform_dir, oov_buckets)
     for var in model.variables:
         if var.name in values:
             var.assign(values[var.name])
     log.info("warm start from %s: %d of %d variables", served_dir, len(values), len(model.variables))
-    return len(values)
+    return tuple(values)
 
 
 def refitted_days(served_record: dict | None, train_dates: list[dt.date]) -> list[dt.date]:

@@ -48,7 +48,8 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     (transform / F.ITEM_VOCAB).write_text("\n".join(items_new) + "\n")
     (transform / F.TITLE_VOCAB).write_text("shoe\nred\n")
     fresh = build_model(cfg, VocabSizes(title=4, items=len(items_new) + 2, users=cfg.user_buckets + 1))
-    assert warm_start(fresh, tmp_path / "served", tmp_path / "transform", cfg.oov_buckets) == len(fresh.variables)
+    warmed = warm_start(fresh, tmp_path / "served", tmp_path / "transform", cfg.oov_buckets)
+    assert sorted(warmed) == sorted(v.name for v in fresh.variables)
     old, new = layers(served)["item_embedding"].embeddings.numpy(), layers(fresh)["item_embedding"].embeddings
     np.testing.assert_array_equal(new[1], old[3])                 # item 103 moved from row 3 to row 1
     np.testing.assert_array_equal(new[3], old[1])                 # item 101 from row 1 to row 3
@@ -57,7 +58,7 @@ def test_warm_start_from_a_served_export_after_the_catalog_changed(tmp_path):
     title_old, title_new = layers(served)["title_embedding"].embeddings.numpy(), layers(fresh)["title_embedding"]
     np.testing.assert_array_equal(title_new.embeddings[1], title_old[2])      # "shoe"
     np.testing.assert_array_equal(layers(fresh)["hidden"].kernel, layers(served)["hidden"].kernel)
-    assert warm_start(fresh, None, tmp_path / "transform", cfg.oov_buckets) == 0   # nothing served yet
+    assert warm_start(fresh, None, tmp_path / "transform", cfg.oov_buckets) == ()  # nothing served yet
     other = dataclasses.replace(cfg, hidden_units=cfg.hidden_units * 2)            # another size: skipped
     bigger = build_model(other, VocabSizes(title=4, items=5, users=cfg.user_buckets + 1))
     assert "hidden/kernel:0" not in initial_weights(bigger, tmp_path / "served", tmp_path / "transform", 1)
