@@ -193,7 +193,7 @@ def read_csv_log(ratings_path: Path, items_path: Path | None,
     with those fields. Without an items file (a log of ratings alone) every rated item is an item
     whose title is its own id and which has no genre."""
     def read(path, required, optional):
-        return read_jsonl(path, required, optional, dialect) if jsonl else (
+        return read_jsonl(path, required, dialect.source((*required, *optional)), dialect.encoding) if jsonl else (
             _read_csv(path, required, optional, dialect), None)
 
     col, numbers = read(ratings_path, RATINGS_COLUMNS, RATINGS_OPTIONAL)

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline.datagen.ratings_read import BOM, RatingsImportError
-
-if TYPE_CHECKING:
-    from pipeline.datagen.ratings_formats import LogDialect
 
 
 def _json_text(value: Any, name: str, where: str) -> str:
@@ -29,15 +26,15 @@ def _json_text(value: Any, name: str, where: str) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def read_jsonl(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
-                dialect: LogDialect) -> tuple[dict[str, pa.Array], np.ndarray]:
-    """The named fields of a JSON Lines file (one object per line) as text by their contract names,
-    and the line of each row. Read line by line (a review's text is not kept): any size streams."""
-    source = dialect.source((*required, *optional))
+def read_jsonl(path: Path, required: tuple[str, ...], source: dict[str, str],
+               encoding: str) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """The fields of a JSON Lines file (one object per line) named by `source` (contract name ->
+    the file's; those in `required` on every line) as text by their contract names, and the line
+    of each row. Read line by line (a review's text is not kept): any size streams."""
     values: dict[str, list[str]] = {c: [] for c in source}
     present, numbers = set(), []
     try:
-        with open(path, encoding=dialect.encoding) as file:
+        with open(path, encoding=encoding) as file:
             for n, line in enumerate(file, 1):
                 if not line.strip():
                     continue
@@ -57,7 +54,7 @@ def read_jsonl(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
     except OSError as err:
         raise RatingsImportError(f"{path}: cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
-        raise RatingsImportError(f"{path}: not {dialect.encoding} text: name the file's encoding (--encoding)") from err
+        raise RatingsImportError(f"{path}: not {encoding} text: name the file's encoding (--encoding)") from err
     if not numbers:
         raise RatingsImportError(f"{path}: no rows")
     return {c: pa.array(v, pa.string()) for c, v in values.items() if c in present}, np.asarray(numbers, np.int64)
