@@ -76,9 +76,10 @@ class ModelConfig:
     image_units: tuple[int, ...] | None = None   # trained image path; null: the architecture's own
     hidden_units: int = 256          # first dense layer (the second is a quarter of it)
     architecture: str = "din"            # "din" (target-aware, the default) or "reference" (the seed's)
-    user_buckets: int = 10_000           # hashed user-id space (tf.Transform); 0: the model ignores users
+    user_buckets: int = 100_000          # hashed user-id space (tf.Transform); 0: the model ignores users
     user_memory_weight: float = 0.1      # DIN user memory (pooled history code per user); 0: off
     stack_popularity: bool = True        # last layer blends the model with item popularity (blend.py)
+    linear_member: bool = True           # last layer blends the model with a fitted LR on ids (linear.py)
     wide_bias: bool = True               # din: per-item and per-user logit biases (the wide part)
     bias_l2: float = 1.0                 # L2 on the looked-up bias rows (x SCALE^-2 on the bias: din.ScaledBias)
     serving_xla: bool | None = None      # XLA-compile the export's model part; null: where it pays

@@ -1,5 +1,5 @@
 """The model's last layer, fitted on the validation split after training: Platt scaling, and a
-blend of the model's logit with the shown item's popularity.
+blend of the model's logit with the shown item's popularity and the linear member's logit.
 
 Platt scaling. Early stopping keeps the epoch with the best validation AUC, and by then the model
 is usually overconfident: its ranking is the best it gets, its probabilities are not (log loss
@@ -17,6 +17,10 @@ it trains (a rate that holds a row's own label says more on the training rows th
 which is why the window statistics as inputs lost and were removed); the blend is fitted on the
 held-out rows with q and s from the window's counts minus those rows (`held_out_evidence`), as
 the eval day will see them.
+
+The linear member (`model.linear_member`, linear.py): a logistic regression on the example's
+ids fitted on the training rows after the network; the last layer adds c5 l, l its logit, so
+the held-out rows decide how much of it is served beside the network.
 
 Both fits start at the identity, are pulled towards it by one row's weight (a validation split of a
 few dozen rows cannot blow the weights up), and never end worse than it on the validation rows
@@ -39,7 +43,9 @@ _EPS = 1e-6
 MIN_SLOPE = 1e-3
 _RIDGES = (0.0, 1e-3, 1e-1, 10.0)
 PULL = 1.0
-STACK_TERMS = ("popularity", "evidence", "popularity_x_evidence", "model_x_evidence")
+STACK_TERMS = ("popularity", "evidence", "popularity_x_evidence", "model_x_evidence", "linear")
+POPULARITY_TERMS = tuple(range(4))          # STACK_TERMS' indices the evidence feeds
+LINEAR_TERM = 4                             # ... and the linear member's logit (model/linear.py)
 
 
 def _stack_terms(m, q, s, concat):
@@ -47,8 +53,10 @@ def _stack_terms(m, q, s, concat):
 
 
 class CalibratedBlend(keras.layers.Layer):
-    """(p, evidence [.., 2] or None) -> sigmoid(a logit(p) + b + the blend's terms); the identity
-    (a = 1, b = 0, blend 0) until `calibrate` sets them. Training calls it without evidence."""
+    """(p, evidence [.., 2] or None, the linear member's logit [.., 1] or None) ->
+    sigmoid(a logit(p) + b + the blend's terms); the identity (a = 1, b = 0, blend 0) until
+    `calibrate` sets them. Training calls it without evidence (and the linear member's weight is
+    zero while the network trains: the member is fitted after it)."""
 
     def build(self, input_shape):
         self.a = self.add_weight(name="a", shape=(), initializer="ones", trainable=False)
@@ -56,14 +64,16 @@ class CalibratedBlend(keras.layers.Layer):
         self.stack = self.add_weight(name="stack", shape=(len(STACK_TERMS),), initializer="zeros", trainable=False)
         super().build(input_shape)
 
-    def call(self, p, evidence=None):
+    def call(self, p, evidence=None, linear=None):
         p = tf.clip_by_value(tf.cast(p, tf.float32), _EPS, 1 - _EPS)
         m = tf.math.log(p) - tf.math.log1p(-p)
         z = self.a * m + self.b
         if evidence is not None:
             evidence = tf.cast(evidence, tf.float32)
             terms = _stack_terms(m, evidence[..., :1], evidence[..., 1:], lambda t: tf.concat(t, axis=-1))
-            z += tf.reduce_sum(terms * self.stack, axis=-1, keepdims=True)
+            z += tf.reduce_sum(terms * self.stack[: len(POPULARITY_TERMS)], axis=-1, keepdims=True)
+        if linear is not None:
+            z += self.stack[LINEAR_TERM] * tf.cast(linear, tf.float32)
         return tf.sigmoid(z)
 
     def values(self) -> np.ndarray:
@@ -112,19 +122,26 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, start: np.ndarray, steps: int = 1
     return w
 
 
-def _design(probs: np.ndarray, evidence: np.ndarray | None) -> np.ndarray:
+def _design(probs: np.ndarray, evidence: np.ndarray | None,
+            linear: np.ndarray | None) -> tuple[np.ndarray, list[int]]:
+    """[m, 1, the stack terms given], and those terms' indices in STACK_TERMS."""
     p = np.clip(np.asarray(probs, np.float64).ravel(), _EPS, 1 - _EPS)
     m = np.log(p / (1 - p))[:, None]
-    columns = [m, np.ones_like(m)]
+    columns, used = [m, np.ones_like(m)], []
     if evidence is not None:
         e = np.asarray(evidence, np.float64).reshape(-1, 2)
         columns.append(_stack_terms(m, e[:, :1], e[:, 1:], lambda t: np.concatenate(t, axis=1)))
-    return np.concatenate(columns, axis=1)
+        used += POPULARITY_TERMS
+    if linear is not None:
+        columns.append(np.asarray(linear, np.float64).reshape(-1, 1))
+        used.append(LINEAR_TERM)
+    return np.concatenate(columns, axis=1), used
 
 
 def fit_last_layer(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray | None = None,
-                   start: np.ndarray | None = None, platt: bool = True):
-    """(a, b, blend weights) for the layer: Platt alone without `evidence` (blend zeros). `a`
+                   start: np.ndarray | None = None, platt: bool = True, linear: np.ndarray | None = None):
+    """(a, b, blend weights) for the layer: Platt alone without `evidence` and `linear` (the
+    linear member's logits; blend zeros where not given). `a`
     stays positive: the model's own ranking is never turned upside down, even by a model no
     better than chance on the validation rows. Where the fit wants it below MIN_SLOPE, `a` is
     held there and the other weights are fitted again around it (clamping `a` alone would leave
@@ -133,16 +150,21 @@ def fit_last_layer(probs: np.ndarray, labels: np.ndarray, evidence: np.ndarray |
     layer, so an incremental night's few validation rows adjust the served blend rather than
     pull it back to the identity. `platt` false (an ablation, components/train/gang/lab.py): a
     and b stay 1 and 0 and only the blend's weights are fitted, around the model's own logit."""
-    x, y = _design(probs, evidence), np.asarray(labels, np.float64).ravel()
-    start = np.eye(x.shape[1])[0] if start is None else np.asarray(start, np.float64)[: x.shape[1]]
+    (x, used), y = _design(probs, evidence, linear), np.asarray(labels, np.float64).ravel()
+    full = np.eye(2 + len(STACK_TERMS))[0] if start is None else np.asarray(start, np.float64)
+    if len(full) != 2 + len(STACK_TERMS):           # a layer of before the linear term: Platt kept, blend anew
+        full = np.concatenate([full[:2], np.zeros(len(STACK_TERMS))])
+    start = full[[0, 1, *(2 + i for i in used)]]
+    stack = np.zeros(len(STACK_TERMS))
     if not platt:
-        stack = np.zeros(len(STACK_TERMS)) if evidence is None else fit_logistic(x[:, 2:], y, start[2:], offset=x[:, 0])
+        if used:
+            stack[used] = fit_logistic(x[:, 2:], y, start[2:], offset=x[:, 0])
         return 1.0, 0.0, stack.astype(np.float32)
     w = fit_logistic(x, y, start)
     if w[0] < MIN_SLOPE:
         rest = fit_logistic(x[:, 1:], y, start[1:], offset=MIN_SLOPE * x[:, 0])
         w = np.concatenate([[MIN_SLOPE], rest])
-    stack = w[2:] if evidence is not None else np.zeros(len(STACK_TERMS))
+    stack[used] = w[2:]
     return float(w[0]), float(w[1]), stack.astype(np.float32)
 
 
@@ -160,15 +182,15 @@ def held_out_evidence(shown: np.ndarray, clicks: np.ndarray, rows: np.ndarray, l
 
 def calibrate(layer: CalibratedBlend, probs: np.ndarray, labels: np.ndarray,
               evidence: np.ndarray | None = None, start: np.ndarray | None = None,
-              platt: bool = True) -> dict[str, float]:
+              platt: bool = True, linear: np.ndarray | None = None) -> dict[str, float]:
     """Fit `layer` on validation rows: the model's uncalibrated probabilities, their labels and,
-    for the blend, their items' held-out evidence; from `start` (see fit_last_layer). Returns the
-    fitted weights by name."""
+    for the blend, their items' held-out evidence and the linear member's logits; from `start`
+    (see fit_last_layer). Returns the fitted weights by name."""
     labels = np.asarray(labels).ravel()
     if len(np.unique(labels)) < 2:
         log.warning("calibration skipped: the validation split has one label class or no rows")
         return weights(layer)
-    a, b, stack = fit_last_layer(probs, labels, evidence, start, platt)
+    a, b, stack = fit_last_layer(probs, labels, evidence, start, platt, linear)
     layer.a.assign(a)
     layer.b.assign(b)
     layer.stack.assign(stack)

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 def build_model(model_cfg: ModelConfig, vocab: VocabSizes, interactions: bool = True) -> keras.Model:
     """Uncompiled model of `model.architecture` over the transformed features, ending in the
-    (identity until fitted) Platt calibration and popularity blend of blend.py. `interactions`
+    (identity until fitted) Platt calibration and blend of blend.py, with the linear member
+    (linear.py) beside the network when `model.linear_member`. `interactions`
     false: the din scorer without its interaction features (the ablation lab's switch, never
     the config's)."""
     from components.train.model.blend import CalibratedBlend
@@ -39,7 +40,13 @@ def build_model(model_cfg: ModelConfig, vocab: VocabSizes, interactions: bool = 
         from components.train.model.reference import build_reference
 
         core = build_reference(model_cfg, vocab)
-    out = CalibratedBlend(name=BLEND_LAYER, dtype="float32")(core.output)
+    linear = None
+    if model_cfg.linear_member:
+        from components.train.model.linear import LAYER, LinearMember
+
+        member = LinearMember(vocab.items, vocab.users if model_cfg.user_buckets else 0, name=LAYER, dtype="float32")
+        linear = member.logit(core.input)
+    out = CalibratedBlend(name=BLEND_LAYER, dtype="float32")(core.output, linear=linear)
     return CTRModel(inputs=core.input, outputs=out, name=core.name)
 
 

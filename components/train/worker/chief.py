@@ -18,11 +18,13 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.train.gang.lab import lab_options
+from components.train.model import linear
 from components.train.model.blend import calibrate, held_out_evidence
 from components.train.model.build import VocabSizes, build_model, scaled_learning_rate
 from components.train.model.tower import BLEND_LAYER
 from components.train.worker import export, saved_model_facts, scoring
 from components.train.worker.input import Split, item_content, make_dataset, read_split
+from components.train.worker.linear_fit import fit_linear_member
 from pipeline.config import Config
 from pipeline.contracts import features as F
 from pipeline.contracts import item_table as IT
@@ -82,12 +84,13 @@ def finish(config: Config, paths: RunPaths, t: Trained, summaries) -> TrainResul
     valid = t.valid_split
     if valid is not None and valid.missing():     # this host staged only its share: shared storage
         valid = read_split(paths.examples_dir, "train").hold_out(config.train.validation_shards, t.workers)[1]
+    member = fit_linear_member(serving_model, config, paths, t.train_split, t.plan, t.workers)
     if valid is not None:
         calibration = calibrate_on(serving_model, predict, valid, config, t.global_batch)
     eval_ds = make_dataset(t.eval_split.files, config.model, t.global_batch, training=False,
                            deterministic=True, readers=config.train.readers,
                            compression=t.eval_split.compression, sizes=t.eval_split.sizes)
-    metrics = {**t.train_metrics, **calibration,
+    metrics = {**t.train_metrics, **member, **calibration,
                **evaluate(predict, eval_ds, config.model)}
     log.info("final metrics: %s", metrics)
     summaries.write_final(metrics, config.train.epochs)
@@ -143,23 +146,28 @@ def evaluate(predict, dataset: tf.data.Dataset, model_cfg) -> dict[str, float]:
 def calibrate_on(model: keras.Model, predict, valid: Split, config: Config, batch: int) -> dict[str, float]:
     """Fit the model's last layer (model/blend.py) on the validation split, scored through
     the export's own function with that layer at the identity; the blend's evidence from the item
-    table's counts without the validation rows."""
+    table's counts without the validation rows, and the linear member's logits (fitted on the
+    training rows only)."""
     layer = model.get_layer(BLEND_LAYER)
     start = layer.values()            # the identity, or the served model's layer after a warm start
     layer.reset()
-    probs, rows, labels = [], [], []
+    member = linear.find(model)
+    probs, rows, labels, logits = [], [], [], []
     for features, label in make_dataset(valid.files, config.model, batch, training=False, deterministic=True,
                                         readers=config.train.readers, compression=valid.compression,
                                         sizes=valid.sizes):
         probs.append(scoring.call_transformed(predict, features, config.model).numpy().ravel())
         rows.append(features[F.TARGET_ROW].numpy().ravel())
         labels.append(label.numpy().ravel())
-    probs, rows, labels = (np.concatenate(x) if x else np.zeros(0) for x in (probs, rows, labels))
+        if member is not None:
+            logits.append(member.logit(features).numpy().ravel())
+    probs, rows, labels, logits = (np.concatenate(x) if x else np.zeros(0) for x in (probs, rows, labels, logits))
     evidence = None
     if config.model.stack_popularity:
         content = item_content(str(valid.item_table))
         evidence = held_out_evidence(content[IT.SHOWN], content[IT.CLICKS], rows, labels)
-    return calibrate(layer, probs, labels, evidence, start, lab_options().platt)
+    return calibrate(layer, probs, labels, evidence, start, lab_options().platt,
+                     logits if member is not None else None)
 
 
 def model_card(config: Config, paths: RunPaths, t: Trained, metrics: dict) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from components.train.model import linear
 from components.train.model.tower import (
     BLEND_LAYER,
     EXAMPLE_IDS,
@@ -59,6 +60,7 @@ class Scoring:
     def __init__(self, model, content: dict[str, np.ndarray], model_cfg: ModelConfig):
         self.tower, self.scorer = model.get_layer(TOWER), model.get_layer(SCORER)
         self.calibration = model.get_layer(BLEND_LAYER)
+        self.linear = linear.find(model)
         self.ids = scorer_ids(self.scorer)
         self.model_variables = list(model.variables)
         self.vectors = tf.Variable(item_vectors(self.tower, content), trainable=False, name="item_vectors")
@@ -78,7 +80,8 @@ class Scoring:
         target_rows = tf.minimum(features[F.TARGET_ROW], self.last_row)
         p = self.scorer({TARGET_CONTENT: target, HISTORY_CONTENT: history,
                          **{k: features[k] for k in self.ids}}, training=False)
-        return self.calibration(p, evidence=tf.gather(self.evidence, target_rows), training=False)
+        member = self.linear.logit(features) if self.linear is not None else None
+        return self.calibration(p, evidence=tf.gather(self.evidence, target_rows), linear=member, training=False)
 
     def _by_rows(self, features):
         """Examples by reference: both the shown item and the history from the table."""

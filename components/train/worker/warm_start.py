@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 # tables are hashed (fixed rows). The export's item vectors are not model variables: each run
 # computes its own from its item table.
 VOCAB_OF_TABLE = {"item_embedding/embeddings": F.ITEM_VOCAB, "item_bias/embeddings": F.ITEM_VOCAB,
-                  "title_embedding/embeddings": F.TITLE_VOCAB}
+                  "title_embedding/embeddings": F.TITLE_VOCAB, "linear_member/item": F.ITEM_VOCAB,
+                  "linear_member/history": F.ITEM_VOCAB}
 
 
 def read_vocabulary(path: Path) -> list[str]:
