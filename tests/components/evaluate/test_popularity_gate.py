@@ -16,11 +16,12 @@ from tests.conftest import ONE_WORKER, RUN_DATE, make_tiny_config
 def _untrained_run(tmp_path, tiny_config, run_paths, **overrides):
     """A real training (one worker) on the session's staged shards, at a learning rate too small to
     learn anything: a model that loses to popularity for sure, trained the way every model is.
-    Without the last layer's popularity blend, which would hand it popularity's ranking: the
-    gate's rule is what is under test."""
+    Without the last layer's popularity blend and linear member, which would hand it popularity's
+    (or a regression's) ranking: the gate's rule is what is under test."""
     config = make_tiny_config(tmp_path, **{
         "data.raw_root": str(tiny_config.data.raw_root), "data.staging_root": str(tiny_config.data.staging_root),
         "train.learning_rate": 1e-9, "train.epochs": 1, "model.stack_popularity": False,
+        "model.linear_member": False,
         "eval.min_lift_over_baseline": 0.01, **ONE_WORKER, **overrides})
     paths = RunPaths.for_run(config, RUN_DATE, run_paths.run_id)   # same run id: the staged dir is shared
     shutil.copytree(run_paths.transform_dir, paths.transform_dir)

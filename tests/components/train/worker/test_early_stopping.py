@@ -49,7 +49,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
     transform_paths, _ = train_data
     config = make_tiny_config(tmp_path, **{"train.epochs": 3, "train.early_stopping_patience": 1,
                                            "train.ema_momentum": ema_momentum, **ONE_WORKER,
-                                           "model.stack_popularity": False,
+                                           "model.stack_popularity": False, "model.linear_member": False,
                                            "train.batch_size_per_replica": 8, "train.learning_rate": 0.02,
                                            "model.title_len": 8, "model.history_len": 10})
     paths = RunPaths.for_run(config, "2026-11-04", "early-stopping")
@@ -62,7 +62,7 @@ def test_the_exported_model_is_the_best_validation_epoch(tmp_path, train_data, e
     assert 1 <= m["best_epoch"] <= m["epochs_run"] <= 3 and m["best_epoch"].is_integer() and "val_auc" in m
     # The held-out shards (the last one of each worker), scored by the export's model part with
     # its Platt calibration undone (Keras' AUC bins probabilities, so squeezing them moves it;
-    # the popularity blend, which changes the ranking, is off):
+    # the popularity blend and the linear member, which change the ranking, are off):
     # the same AUC fit() reported for the best epoch, i.e. its weights were restored.
     held = sorted((data / "train").glob("*.tfrecord"))[-config.train.workers:]
     loaded = tf.saved_model.load(str(paths.model_dir))
