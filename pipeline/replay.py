@@ -97,21 +97,13 @@ def _serve_as_recorded(config: Config, last: dict[str, Any]) -> None:
     against what the last finished night left, so that version is re-served (push's rollback)."""
     paths = RunPaths.for_run(config, last["date"], RUN_ID)
     recorded, now = last.get("served_version"), _served_version(paths)
-    if recorded is None or now == recorded or _same_model(paths.model_base, now, recorded):
+    if recorded is None or now == recorded:
         return
+    if now is not None and serving.same_model(paths.model_base, now, recorded):
+        return                  # an earlier resume re-served it (a rollback re-publishes under a new number)
     rollback = importlib.import_module("components.push.rollback").rollback
-    log.warning("replay: version %s serves, the last finished night left version %s: re-serving it",
-                _served_version(paths), last["served_version"])
-    rollback(config, "replay resumed after a killed night", to_version=last["served_version"])
-
-
-def _same_model(model_base: Path, served: int | None, recorded: int) -> bool:
-    """Whether the served version is a copy of the recorded one (an earlier resume re-served it:
-    a rollback re-publishes under a new number), so a second resume does not copy it again."""
-    if served is None or not serving.version_dir(model_base, recorded).is_dir():
-        return False
-    return serving.model_digest(serving.version_dir(model_base, served)) == serving.model_digest(
-        serving.version_dir(model_base, recorded))
+    log.warning("replay: version %s serves, the last finished night left version %s: re-serving it", now, recorded)
+    rollback(config, "replay resumed after a killed night", to_version=recorded)
 
 
 def _get(results: dict, step: str, key: str):

@@ -54,9 +54,12 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
             raise RollbackError(f"no version is served under {model_base}: nothing to roll back")
         target = to_version if to_version is not None else _previous(base, name, served)
         tdir = serving.version_dir(model_base, target)
-        if target == served or not tdir.is_dir():
-            raise RollbackError(f"cannot roll back to version {target}: "
-                                f"{'it is the served one' if target == served else 'no such version'}")
+        if not tdir.is_dir():
+            raise RollbackError(f"cannot roll back to version {target}: no such version")
+        if target == served or serving.same_model(model_base, target, served):
+            # Restoring the served bytes would record them as rolled back, which push then refuses.
+            raise RollbackError(f"cannot roll back to version {target}: its model is the served one "
+                                f"(version {served})")
         target_record = serving.read_push_record(tdir) or {}
         version = serving.next_version(base, name)
         record = {**target_record, "version": version, "source": "rollback", "restored_from": target,
@@ -82,10 +85,8 @@ def rollback(config: Config, reason: str, to_version: int | None = None) -> Push
 def _previous(base, name: str, served: int) -> int:
     model_base = base / name
     rolled_back = {r.get("rolled_back_from") for r in serving.read_history(base, name, "rollback").values()}
-    served_digest = serving.model_digest(serving.version_dir(model_base, served))
     for v in reversed(serving.list_versions(model_base)):
-        if v < served and v not in rolled_back and \
-                serving.model_digest(serving.version_dir(model_base, v)) != served_digest:
+        if v < served and v not in rolled_back and not serving.same_model(model_base, v, served):
             return v
     versions, skipped = serving.list_versions(model_base), sorted(rolled_back - {None})
     raise RollbackError(f"no earlier version to roll back to under {model_base} "

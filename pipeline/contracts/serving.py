@@ -299,6 +299,13 @@ def model_digest(vdir: Path) -> str:
     return record.get("model_digest") or tree_digest(vdir)
 
 
+def same_model(model_base: Path, a: int, b: int) -> bool:
+    """Whether versions `a` and `b` both exist and hold the same model (a rollback's copy holds
+    its source's, under another number)."""
+    da, db = version_dir(model_base, a), version_dir(model_base, b)
+    return da.is_dir() and db.is_dir() and model_digest(da) == model_digest(db)
+
+
 def tree_digest(root: Path) -> str:
     """sha256 over a SavedModel's files (relative path + bytes), ignoring what push adds to a
     version (the export's own assets.extra files, its facts among them, are digested).

@@ -5,7 +5,7 @@ Lines (one object per line: Amazon Reviews, Yelp, Goodreads).
 What real files differ in, and how each is read (`LogDialect`):
 - field names: `user_id,item_id,rating,timestamp` (and `item_id,title,genres`) unless `columns`
   maps them to the log's own (MovieLens' `userId`, `movieId`; Amazon's `parent_asin`); a CSV
-  without a header has them in the contract's order unless `order` names its columns.
+  without a header has them in the contract's order unless `columns` numbers them (1 = first).
 - delimiter: commas unless told (a TSV, a European Excel's ';').
 - text encoding: UTF-8 unless told (MovieLens 1M's movies.dat is Latin-1); a byte-order mark at
   the start (Excel's "CSV UTF-8") is not part of the first value.
@@ -186,15 +186,16 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
     return {c: table.column(name).chunk(0) for c, name in wanted.items()}
 
 
-def read_csv_log(ratings_path: Path, items_path: Path | None,
-                 dialect: LogDialect = LogDialect(), jsonl: bool = False) -> tuple[Ratings, Items]:
-    """A CSV log `user_id,item_id,rating,timestamp[,platform]` and its items `item_id,title,genres[,price]`
-    (genres '|'-separated, may be empty), written in `dialect`; `jsonl`: both files are JSON Lines
-    with those fields. Without an items file (a log of ratings alone) every rated item is an item
-    whose title is its own id and which has no genre."""
+def read_own_log(ratings_path: Path, items_path: Path | None, dialect: LogDialect = LogDialect(),
+                 fmt: str = "csv") -> tuple[Ratings, Items]:
+    """A log `user_id,item_id,rating,timestamp[,platform]` and its items `item_id,title,genres[,price]`
+    (genres '|'-separated, may be empty), as CSV files or (`fmt` "jsonl") JSON Lines with those
+    fields, written in `dialect`. Without an items file (a log of ratings alone) every rated item is
+    an item whose title is its own id and which has no genre."""
     def read(path, required, optional):
-        return read_jsonl(path, required, dialect.source((*required, *optional)), dialect.encoding) if jsonl else (
-            _read_csv(path, required, optional, dialect), None)
+        if fmt == "jsonl":
+            return read_jsonl(path, required, dialect.source((*required, *optional)), dialect.encoding)
+        return _read_csv(path, required, optional, dialect), None
 
     col, numbers = read(ratings_path, RATINGS_COLUMNS, RATINGS_OPTIONAL)
     platform = None
@@ -247,4 +248,4 @@ def read_log(fmt: str, ratings_path: Path | None, items_path: Path | None,
         raise RatingsImportError(f"--format {fmt} needs --ratings FILE (user_id,item_id,rating,timestamp) and, "
                                  f"for titles and genres, --items FILE (item_id,title,genres)")
     items = Path(items_path) if items_path else None
-    return (*read_csv_log(Path(ratings_path), items, dialect, jsonl=fmt == "jsonl"), Path(ratings_path), items)
+    return (*read_own_log(Path(ratings_path), items, dialect, fmt), Path(ratings_path), items)

@@ -45,10 +45,11 @@ def read_jsonl(path: Path, required: tuple[str, ...], source: dict[str, str],
                 if not isinstance(row, dict):
                     raise RatingsImportError(f"{path}:{n}: not a JSON object: {line.strip()[:60]!r}")
                 for c, name in source.items():
-                    if name not in row and c in required:
+                    if name in row:
+                        present.add(c)
+                    elif c in required:
                         raise RatingsImportError(f"{path}:{n}: no field {name!r} (--column maps a contract name "
                                                  f"to yours)")
-                    present.update([c] if name in row else [])
                     values[c].append(_json_text(row.get(name), name, f"{path}:{n}"))
                 numbers.append(n)
     except OSError as err:

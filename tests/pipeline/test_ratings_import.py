@@ -167,7 +167,7 @@ def test_genre_projection_is_fixed(tmp_path):
 
 
 def test_own_csv_log_with_iso_times_platform_and_price(tmp_path):
-    ratings, items = rf.read_csv_log(*_csv(tmp_path))
+    ratings, items = rf.read_own_log(*_csv(tmp_path))
     assert np.array_equal(ratings.ts_us, np.array([t for *_, t in RATINGS]) * 1_000_000)    # +01:00 read as UTC
     ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
     root = tmp_path / "raw"
@@ -249,16 +249,16 @@ def test_naive_csv_times_and_missing_columns_are_refused(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01T12:00:00\n")
     with pytest.raises(rr.RatingsImportError, match="zone offset"):
-        rf.read_csv_log(ratings_file, items_file)
+        rf.read_own_log(ratings_file, items_file)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000000\n")    # microseconds
     with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000000' is not betw"):
-        rf.read_csv_log(ratings_file, items_file)
+        rf.read_own_log(ratings_file, items_file)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200000\n1,20,9,100\n")  # ms and s
     with pytest.raises(rr.RatingsImportError, match=r"log.csv: data row 1: timestamp '1704067200000' is not betw"):
-        rf.read_csv_log(ratings_file, items_file)
+        rf.read_own_log(ratings_file, items_file)
     ratings_file.write_text("user,item,rating,timestamp\n1,10,9,100\n")
     with pytest.raises(rr.RatingsImportError, match=r"missing column\(s\) user_id, item_id"):
-        rf.read_csv_log(ratings_file, items_file)
+        rf.read_own_log(ratings_file, items_file)
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
@@ -266,7 +266,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     for path in (ratings_file, items_file):
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
-    ratings, items = rf.read_csv_log(ratings_file, items_file)
+    ratings, items = rf.read_own_log(ratings_file, items_file)
     assert ratings.user_text is None and ratings.user.tolist() == [u for u, *_ in RATINGS]
     assert items.item_id.tolist() == list(MOVIES)
     dat_ratings, dat_movies = _movietweetings(tmp_path)
@@ -277,13 +277,13 @@ def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
 
 def test_a_tab_or_semicolon_separated_log_reads_like_the_csv(tmp_path):
     ratings_file, items_file = _csv(tmp_path)
-    expected, _ = rf.read_csv_log(ratings_file, items_file)
+    expected, _ = rf.read_own_log(ratings_file, items_file)
     for name, delimiter in (("tab", "\t"), (";", ";")):
         tsv = tmp_path / f"log-{len(delimiter)}-{ord(delimiter)}.txt"
         tsv.write_text(ratings_file.read_text().replace(",", delimiter))
         items_tsv = tmp_path / f"items-{ord(delimiter)}.txt"
         items_tsv.write_text(items_file.read_text().replace(",", delimiter))
-        ratings, items = rf.read_csv_log(tsv, items_tsv, rf.LogDialect(delimiter=name))
+        ratings, items = rf.read_own_log(tsv, items_tsv, rf.LogDialect(delimiter=name))
         assert ratings.ts_us.tolist() == expected.ts_us.tolist() and len(items.item_id) == len(MOVIES)
 
 
@@ -302,9 +302,9 @@ def test_a_ratings_only_log_without_header_imports_with_items_titled_by_their_id
     assert {r[F.ITEM_ID] for r in catalog} == {rr.contract_id(t) for t in rated}
     with pytest.raises(rr.RatingsImportError, match=r"a file without a header needs user_id \(column 1\), item_"):
         (tmp_path / "short.csv").write_text("1,10\n")
-        rf.read_csv_log(tmp_path / "short.csv", None, rf.LogDialect(header=False))
+        rf.read_own_log(tmp_path / "short.csv", None, rf.LogDialect(header=False))
     with pytest.raises(rr.RatingsImportError, match="names its columns by number .* not 'u'"):
-        rf.read_csv_log(log_file, None, rf.LogDialect({"user_id": "u"}, header=False))
+        rf.read_own_log(log_file, None, rf.LogDialect({"user_id": "u"}, header=False))
 
 
 def test_a_headerless_log_in_another_order_names_its_columns_by_number(tmp_path):
@@ -314,12 +314,12 @@ def test_a_headerless_log_in_another_order_names_its_columns_by_number(tmp_path)
     swapped.write_text("".join(f"{i},{u},{r},{t}\n" for u, i, r, t in RATINGS))
     items_file.write_text("".join(f"{i},{title},{genres}\n" for i, (title, genres) in MOVIES.items()))
     dialect = rf.LogDialect({"item_id": "1", "user_id": "2"}, header=False)
-    ratings, items = rf.read_csv_log(swapped, items_file, dialect)
+    ratings, items = rf.read_own_log(swapped, items_file, dialect)
     expected, _ = rf.read_movietweetings(*_movietweetings(tmp_path))
     assert ratings.user.tolist() == expected.user.tolist() and ratings.item.tolist() == expected.item.tolist()
     assert items.item_id.tolist() == list(MOVIES) and items.title.to_pylist()[0] == MOVIES[10][0]
     with pytest.raises(rr.RatingsImportError, match=r"needs user_id \(column 2\), item_id \(column 1\), rating \(c"):
-        rf.read_csv_log(swapped, None, rf.LogDialect({"item_id": "1", "user_id": "2", "rating": "7"}, header=False))
+        rf.read_own_log(swapped, None, rf.LogDialect({"item_id": "1", "user_id": "2", "rating": "7"}, header=False))
 
 
 def test_times_without_an_offset_are_read_in_the_named_zone(tmp_path):
@@ -329,14 +329,14 @@ def test_times_without_an_offset_are_read_in_the_named_zone(tmp_path):
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01 23:30:00\n"
                             "2,20,9,2024-03-31T02:30:00\n")
     with pytest.raises(rr.RatingsImportError, match="name the log's zone with --time-zone"):
-        rf.read_csv_log(ratings_file, items_file)
-    ratings, _ = rf.read_csv_log(ratings_file, items_file, rf.LogDialect(time_zone="Europe/Berlin"))
+        rf.read_own_log(ratings_file, items_file)
+    ratings, _ = rf.read_own_log(ratings_file, items_file, rf.LogDialect(time_zone="Europe/Berlin"))
     utc = [dt.datetime.fromtimestamp(us / 1e6, dt.UTC) for us in ratings.ts_us.tolist()]
     assert utc == [dt.datetime(2024, 1, 1, 22, 30, tzinfo=dt.UTC), dt.datetime(2024, 3, 31, 1, 0, tzinfo=dt.UTC)]
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,2024-01-01 23:30:00\n"
                             "2,20,9,2024-01-02T00:30:00+01:00\n")
     with pytest.raises(rr.RatingsImportError, match="all with a zone offset, or all without one, read in Europe/Ber"):
-        rf.read_csv_log(ratings_file, items_file, rf.LogDialect(time_zone="Europe/Berlin"))
+        rf.read_own_log(ratings_file, items_file, rf.LogDialect(time_zone="Europe/Berlin"))
     with pytest.raises(rr.RatingsImportError, match="unknown time zone 'Mars/Olympus'"):
         rf.LogDialect(time_zone="Mars/Olympus")
 
@@ -359,7 +359,7 @@ def _amazon_jsonl(tmp_path):
 def test_a_json_lines_log_reads_like_the_csv(tmp_path):
     reviews, meta = _amazon_jsonl(tmp_path)
     dialect = rf.LogDialect({"item_id": "parent_asin", "genres": "categories"})
-    ratings, items = rf.read_csv_log(reviews, meta, dialect, jsonl=True)
+    ratings, items = rf.read_own_log(reviews, meta, dialect, fmt="jsonl")
     expected, expected_items = rf.read_movietweetings(*_movietweetings(tmp_path))
     assert ratings.ts_us.tolist() == expected.ts_us.tolist() and ratings.rating.tolist() == [
         r / 2 for *_, r, _ in RATINGS]
@@ -386,13 +386,13 @@ def test_bad_json_lines_name_file_and_line(tmp_path, line, message):
     reviews = tmp_path / "Books.jsonl"
     reviews.write_text('{"user_id": 1, "item_id": 10, "rating": 4, "timestamp": 100}\n' + line + "\n")
     with pytest.raises(rr.RatingsImportError, match=message):
-        rf.read_csv_log(reviews, None, jsonl=True)
+        rf.read_own_log(reviews, None, fmt="jsonl")
 
 
 def test_integer_timestamps_past_1e11_are_milliseconds(tmp_path):
     ratings_file, items_file = _csv(tmp_path, platform=False)
     ratings_file.write_text("user_id,item_id,rating,timestamp\n1,10,9,1704067200123\n2,20,9,1704153600000\n")
-    ratings, _ = rf.read_csv_log(ratings_file, items_file)
+    ratings, _ = rf.read_own_log(ratings_file, items_file)
     assert ratings.ts_us.tolist() == [1704067200123000, 1704153600000000]
 
 
@@ -476,8 +476,8 @@ def test_text_ids_are_hashed_stably_and_mapped_back(tmp_path):
     ratings_file, items_file = _text_id_log(tmp_path, "latin-1")
     columns = dict(c.split("=") for c in TEXT_COLUMNS[1::2])
     with pytest.raises(rr.RatingsImportError, match=r"products.csv: not utf-8 text: name the file's encoding"):
-        rf.read_csv_log(ratings_file, items_file, rf.LogDialect(columns))
-    ratings, items = rf.read_csv_log(ratings_file, items_file, rf.LogDialect(columns, encoding="latin-1"))
+        rf.read_own_log(ratings_file, items_file, rf.LogDialect(columns))
+    ratings, items = rf.read_own_log(ratings_file, items_file, rf.LogDialect(columns, encoding="latin-1"))
     report = ri.import_ratings(tmp_path / "raw", ratings, items, 4.5)
     assert report.hashed_ids == ["user", "item"] and report.events == len(RATINGS)
     events = [e for day in (DAY1, DAY2) for e in _events(tmp_path / "raw", day)]
@@ -542,7 +542,7 @@ def test_real_days_with_imdb_ids_pass_validate_like_the_integer_import(tmp_path)
         writer.writerow(["movieId", "title", "genres"])
         writer.writerows(zip([f"tt{i:07d}" for i in items.item_id], items.title.to_pylist(),
                              items.genres.to_pylist(), strict=True))
-    text_ratings, text_items = rf.read_csv_log(ratings_file, items_file,
+    text_ratings, text_items = rf.read_own_log(ratings_file, items_file,
                                                rf.LogDialect({"user_id": "userId", "item_id": "movieId"}))
     report = ri.import_ratings(tmp_path / "raw", text_ratings, text_items, ri.MOVIETWEETINGS_POSITIVE_MIN,
                                dt.date(2013, 8, 29), dt.date(2013, 9, 1))

@@ -184,6 +184,11 @@ def test_rollback_to_a_given_version_through_the_cli(runs, tmp_path):
     assert serving.read_push_record(good.model_base / "4")["restored_from"] == 1
     with pytest.raises(RollbackError, match="9"):
         rollback(config, "no such version", to_version=9)
+    # Version 4 is version 1's model: restoring 1 again would record the served bytes as rolled
+    # back (push would then refuse them); refused, nothing published.
+    with pytest.raises(RollbackError, match=r"version 1: its model is the served one \(version 4\)"):
+        rollback(config, "again", to_version=1)
+    assert _versions(config) == [1, 2, 3, 4]
 
 
 def _tree_bytes(folder) -> int:
