@@ -261,7 +261,13 @@ def make_dataset(
 
 
 def dataset_options(deterministic: bool) -> tf.data.Options:
+    """Autotuning off: in this TensorFlow (2.21) deleting an iterator whose pipeline autotunes
+    waits out the autotune loop's current period, which doubles while the iterator runs (up to
+    60 s), so every finished fit, evaluation and calibration pass stalled for seconds with no
+    CPU used (docs/training.md, "Input"). The input is many times faster than training without
+    it (bench/train.py's input figures), so tuning buys nothing here."""
     options = tf.data.Options()
     options.deterministic = deterministic
+    options.autotune.enabled = False
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return options

@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Thread
 
 import tensorflow as tf
 import tf_keras as keras
@@ -37,6 +38,7 @@ from components.train.worker.callbacks import (
     ThroughputMeter,
 )
 from components.train.worker.input import Split, item_content, join_items, make_dataset, read_split, worker_files
+from components.train.worker.iterator_release import HeldIterators
 from pipeline.config import Config, TrainConfig, from_dict
 from pipeline.contracts import item_table as IT
 from pipeline.contracts import manifest as M
@@ -143,7 +145,8 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
         _fit_image_code(model, train_split, warm)
     log.info("model built: %d parameters", model.count_params())
 
-    fitted, summaries = _fit(strategy, model, config, paths, task, (train_split, valid_split), global_batch, beat)
+    fitted, summaries, releasing = _fit(strategy, model, config, paths, task, (train_split, valid_split),
+                                        global_batch, beat)
     if beat:
         beat.phase = FINISH          # the chief evaluates and exports alone: no steps from here
     fitted["train_metrics"]["warm_start_variables"] = float(len(warm))
@@ -157,15 +160,17 @@ def _train(config: Config, paths: RunPaths, task: Task, strategy, collective: st
     # all-reduce so the gang ends together: a worker that just exited looks like a crash to the
     # chief's coordination service.
     gang_barrier(strategy)
+    releasing.join()
     if beat:
         beat.close()                 # every worker's last beat says it exited cleanly (DONE)
     return result
 
 
 def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: tuple[Split, Split | None],
-         global_batch: int, beat: HeartbeatWriter | None = None) -> tuple[dict, ScalarSummaries]:
+         global_batch: int, beat: HeartbeatWriter | None = None) -> tuple[dict, ScalarSummaries, Thread]:
     """model.fit with backups, progress, throughput and TensorBoard scalars (chief: real dirs);
-    with a validation split, early stopping that restores the epoch of the best validation AUC."""
+    with a validation split, early stopping that restores the epoch of the best validation AUC.
+    The thread releasing fit's training iterator is the caller's to join (iterator_release.py)."""
     train_split, valid_split = splits
     scratch = None if task.is_chief else Path(tempfile.mkdtemp(prefix=f"train-worker{task.index}-"))
     try:
@@ -196,9 +201,10 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
         log.info("fit: %d steps/epoch x %d epochs, global batch %d, lr %g", steps, epochs,
                  global_batch, scaled_learning_rate(config.train, strategy.num_replicas_in_sync))
         started = time.time()
-        history = model.fit(_distributed(strategy, train_split, config, global_batch),
-                            epochs=epochs, steps_per_epoch=steps,
+        train_data = HeldIterators(_distributed(strategy, train_split, config, global_batch))
+        history = model.fit(train_data, epochs=epochs, steps_per_epoch=steps,
                             callbacks=callbacks, verbose=2, **fit_kwargs)
+        releasing = train_data.release()
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -207,7 +213,7 @@ def _fit(strategy, model, config: Config, paths: RunPaths, task: Task, splits: t
               "backup_seconds": backup.seconds}
     return {"train_metrics": {**_fit_metrics(history.history), **timing},
             "initial_epoch": initial, "examples_per_s": meter.examples_per_s,
-            "train_seconds": time.time() - started}, summaries
+            "train_seconds": time.time() - started}, summaries, releasing
 
 
 def _fit_image_code(model, split, warmed: tuple[str, ...]) -> None:

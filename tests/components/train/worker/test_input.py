@@ -126,9 +126,11 @@ def test_deterministic_option_repeats_order(shards):
     assert make_dataset(files, CFG, 8, deterministic=True).options().deterministic
 
 
-def test_autoshard_is_off_deliberately():
+def test_autoshard_and_autotuning_are_off_deliberately(shards):
     assert (dataset_options(False).experimental_distribute.auto_shard_policy
             == tf.data.experimental.AutoShardPolicy.OFF)
+    # Deleting an autotuned iterator waits out the autotune loop's period (dataset_options' doc).
+    assert make_dataset(read_split(shards, "train").files, CFG, 8).options().autotune.enabled is False
 
 
 def test_training_repeats_and_drops_partial_batches(shards):
