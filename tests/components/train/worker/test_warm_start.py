@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from components.train.model.build import VocabSizes, build_model
 from components.train.model.tower import layers
-from components.train.worker.warm_start import initial_weights, refitted_days, remap_rows, warm_start
+from components.train.worker.warm_start import initial_weights, refitted_days, remap_rows, served_variables, warm_start
 from pipeline.contracts import features as F
 from tests.components.train.model.test_din import DIN
 
@@ -91,3 +91,24 @@ def test_an_incremental_plan_whose_version_is_gone_is_refused_naming_it(tiny_con
     plan = Plan(INCREMENTAL, ("2026-11-03",), 1, 9, "continues version 9")
     with pytest.raises(FileNotFoundError, match="continues version 9"):
         _warm_start(None, config, RunPaths.for_run(config, "2026-11-04", "t"), plan)
+
+
+def test_served_variables_read_what_loading_reads_under_any_checkpoint_key(tmp_path):
+    model = build_model(DIN, VocabSizes(title=4, items=5, users=DIN.user_buckets + 1))
+    module = tf.Module()
+    module.first = model.variables[0]          # a shorter path: its checkpoint key is "first/...", not the list's
+    module.model_variables = list(model.variables)
+    tf.saved_model.save(module, str(tmp_path / "served"))
+    loaded = {v.name: v.numpy() for v in tf.saved_model.load(str(tmp_path / "served")).model_variables}
+    read = served_variables(tmp_path / "served")
+    assert sorted(read) == sorted(loaded) and len(read) == len(model.variables)
+    for name, value in loaded.items():
+        np.testing.assert_array_equal(read[name], value)
+
+
+def test_an_export_without_model_variables_is_refused_naming_it(tmp_path):
+    module = tf.Module()
+    module.weights = [tf.Variable([1.0])]
+    tf.saved_model.save(module, str(tmp_path / "other"))
+    with pytest.raises(ValueError, match="other lists no model_variables"):
+        served_variables(tmp_path / "other")
