@@ -44,6 +44,9 @@ class HeldIterators(tf.distribute.DistributedDataset):
     def element_spec(self):
         return self._dataset.element_spec
 
+    def reduce(self, initial_state, reduce_func):
+        return self._dataset.reduce(initial_state, reduce_func)
+
     def release(self) -> threading.Thread:
         """Drop the iterators on a started background thread; join it before the process exits."""
         iterators, self._iterators = self._iterators, []

@@ -46,3 +46,12 @@ def test_the_iterator_is_dropped_on_the_release_thread():
     weakref.finalize(held._iterators[0], lambda: dropped_on.append(threading.current_thread().name))
     held.release().join(timeout=120)
     assert dropped_on == ["release-iterators"]
+
+
+def test_the_rest_is_the_wrapped_datasets():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    finite = strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4))
+    held = HeldIterators(finite)
+    assert held.element_spec == finite.element_spec
+    assert int(held.reduce(tf.constant(0, tf.int64), lambda total, batch: total + tf.reduce_sum(batch))) == 28
+    assert held._iterators == []                      # reduce iterates inside the dataset, holding nothing
