@@ -1,14 +1,12 @@
 """Release fit()'s training iterator off the chief's critical path.
 
-Why: in this TensorFlow (2.21) deleting a tf.data iterator whose pipeline autotunes blocks until
-the autotune loop's next scheduled pass, and that loop's period doubles while the iterator runs
-(up to 60 s): the cancellation does not wake it. Our own pipelines turn autotuning off
-(input.dataset_options), but under MultiWorkerMirroredStrategy every replica reads through a
-per-device dataset that tf.distribute builds with default options, so the training iterator
-still stalls the thread that drops it: when fit() returns, 7-11 s here at demo size, with no CPU
-used (docs/training.md, "Input"). The wait releases the GIL, so dropping the iterator in a
-background thread lets the chief evaluate and export meanwhile; the worker joins the thread
-before it exits.
+Why: deleting an iterator whose pipeline autotunes waits out the autotune loop's period
+(input.dataset_options). Our own pipelines turn autotuning off, but under
+MultiWorkerMirroredStrategy every replica reads through a per-device dataset that tf.distribute
+builds with default options, so the training iterator still stalls the thread that drops it, as
+fit() returns (docs/training.md, "Iterators and tf.data's autotuning"). The wait releases the
+GIL, so dropping the iterator on a background thread lets the chief evaluate and export
+meanwhile; the worker joins the thread before it exits.
 """
 from __future__ import annotations
 

@@ -56,16 +56,16 @@ def _table(name: str) -> str:
 
 def served_variables(served_dir: Path) -> dict[str, np.ndarray]:
     """name -> value of the served export's `model_variables`, read from its checkpoint under the
-    names its object graph records. `tf.saved_model.load` restores every signature's function
-    first: ~1.8 s of CPU per worker at demo size only to read the values (0.1 s this way). The
-    SavedModel's object graph and its checkpoint's number their nodes alike (the loader relies
-    on it), so a node's checkpoint key is found by its id."""
+    names its object graph records: `tf.saved_model.load` would restore every signature's function
+    first, only to read the values (docs/training.md, "Warm start"). The SavedModel's object graph
+    and its checkpoint's number their nodes alike (the loader relies on it), so a node's
+    checkpoint key is found by its id."""
     import tensorflow as tf
-    from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-    saved = saved_model_pb2.SavedModel()
-    saved.ParseFromString((Path(served_dir) / "saved_model.pb").read_bytes())
-    nodes = saved.meta_graphs[0].object_graph_def.nodes
+    from components.train.worker.saved_model_facts import read_saved_model_proto
+
+    nodes = read_saved_model_proto(served_dir).meta_graphs[0].object_graph_def.nodes
     listed = next((c.node_id for c in nodes[0].children if c.local_name == "model_variables"), None)
     if listed is None:
         raise ValueError(f"{served_dir} lists no model_variables: not an export of this trainer")
